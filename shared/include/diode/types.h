@@ -1,0 +1,120 @@
+// Core value types shared by every diode binary. Each is defined once here;
+// the wire format (wire.h) and JSON form (json.h) are derived from them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace diode {
+
+// The accelerator a timing was measured on. The hardware key (hardware.h) is
+// derived from these fields, never stored separately, so it cannot disagree.
+struct HardwareId {
+  std::string vendor;              // "nvidia", "amd", "cpu"
+  std::string device_name;         // as the driver reports it: "NVIDIA H100 80GB HBM3"
+  std::string arch;                // "sm_90", "gfx942"
+  std::string compute_capability;  // "9.0"
+  uint64_t sm_count = 0;
+  uint64_t memory_bytes = 0;
+  std::string driver_version;
+  std::string runtime_version;     // "cuda 13.0", "rocm 6.2"
+  std::string torch_version;
+  std::string triton_version;
+  bool operator==(const HardwareId&) const = default;
+};
+
+// One GEMM problem as Inductor sees it. Layouts are transpose flags: a
+// transposed operand is a column-major (contiguous in the other dimension) view.
+struct Problem {
+  std::string op = "mm";  // mm | addmm | bmm | baddbmm
+  uint64_t batch = 1;
+  uint64_t m = 0, n = 0, k = 0;
+  std::string dtype_a = "float16", dtype_b = "float16", dtype_out = "float16";
+  bool trans_a = false, trans_b = false;
+  std::string bias = "none";  // none | row | column | full
+  double alpha = 1.0, beta = 1.0;
+  bool operator==(const Problem&) const = default;
+  bool operator<(const Problem& o) const;  // total order, for maps and dedup
+};
+
+// One choice Inductor can benchmark: a template plus its parameters. For ATen
+// (cuBLAS) choices the block fields are zero.
+struct KernelConfig {
+  std::string template_id = "triton::mm";
+  uint64_t block_m = 0, block_n = 0, block_k = 0, group_m = 0;
+  uint64_t num_stages = 0, num_warps = 0;
+  bool even_k = false, allow_tf32 = false, use_fast_accum = false;
+  std::string acc_type;                 // "float32" or empty
+  std::map<std::string, int64_t> extra;  // other integer knobs, sorted by key
+  bool operator==(const KernelConfig&) const = default;
+  bool operator<(const KernelConfig& o) const;
+  bool is_triton() const { return template_id.rfind("triton::", 0) == 0; }
+};
+
+enum class TimingStatus : uint8_t { ok, compile_error, out_of_resources, timeout };
+
+inline constexpr uint64_t kRecordReplayed = 1u << 0;
+
+struct TimingRecord {
+  Problem problem;
+  KernelConfig config;
+  double median_us = 0.0;  // 0 unless status == ok
+  double spread_us = 0.0;  // interquartile range of the repeats
+  uint64_t repeats = 0;
+  TimingStatus status = TimingStatus::ok;
+  uint64_t flags = 0;
+  bool operator==(const TimingRecord&) const = default;
+};
+
+struct Producer {
+  std::string name;        // "host/gpu0" or a contributor's name
+  std::string public_key;  // Z85 curve key of an agent, hex Ed25519 key of a contributor
+  std::string runner;      // inductor | replay | community
+  std::string software_version;
+  bool operator==(const Producer&) const = default;
+};
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+// Inside a shard, records name their problem by index (problems repeat for every
+// config); TimingRecord is the expanded form used by the APIs.
+struct ShardRecord {
+  uint32_t problem_index = 0;
+  KernelConfig config;
+  double median_us = 0.0;
+  double spread_us = 0.0;
+  uint64_t repeats = 0;
+  TimingStatus status = TimingStatus::ok;
+  uint64_t flags = 0;
+  bool operator==(const ShardRecord&) const = default;
+};
+
+struct Shard {
+  std::string id;
+  std::string sweep_id;
+  HardwareId hardware;
+  Producer producer;
+  uint64_t created_ms = 0;
+  std::vector<Problem> problems;
+  std::vector<ShardRecord> records;
+  Sha256Digest sha256{};  // over the canonical encoding of every other field
+  bool operator==(const Shard&) const = default;
+
+  TimingRecord expand(const ShardRecord& r) const;
+  std::vector<TimingRecord> expanded_records() const;
+};
+
+// Enum <-> string. Parsing throws std::invalid_argument naming the bad value.
+const char* to_string(TimingStatus s);
+TimingStatus parse_timing_status(const std::string& s);
+
+bool is_known_op(const std::string& op);
+bool is_known_dtype(const std::string& dtype);
+bool is_known_bias(const std::string& bias);
+// Size in bytes of one element of a dtype name ("bfloat16" -> 2).
+unsigned dtype_bytes(const std::string& dtype);
+
+}  // namespace diode

@@ -1,0 +1,51 @@
+// The versioned msgpack wire format (docs/wire-format.md). Encoding is
+// canonical: one logical value has one byte form, shared with Python.
+// Decoding is strict and bounded: any malformed input throws WireError with the
+// path of the offending field; it never crashes and never reads past `bytes`.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "diode/error.h"
+#include "diode/types.h"
+
+namespace diode::wire {
+
+inline constexpr uint64_t kVersion = 1;
+inline constexpr size_t kMaxMessageBytes = 256u << 20;
+inline constexpr size_t kMaxString = 256;
+inline constexpr size_t kMaxProblems = 65536;
+inline constexpr size_t kMaxRecords = 4'000'000;
+inline constexpr size_t kMaxExtra = 16;
+
+std::string encode(const HardwareId& v);
+std::string encode(const Problem& v);
+std::string encode(const KernelConfig& v);
+std::string encode(const TimingRecord& v);
+// Encodes the shard as it is; call seal() first to fill in its hash.
+std::string encode(const Shard& v);
+
+HardwareId decode_hardware(std::string_view bytes);
+Problem decode_problem(std::string_view bytes);
+KernelConfig decode_config(std::string_view bytes);
+TimingRecord decode_record(std::string_view bytes);
+// Also checks every problem_index and that sha256 matches the content.
+Shard decode_shard(std::string_view bytes);
+
+// Returns the kind named in a message's envelope ("shard", ...), validating the
+// magic and the version only.
+std::string peek_kind(std::string_view bytes);
+
+// SHA-256 over the canonical encoding of fields 0..6 of the shard.
+Sha256Digest content_hash(const Shard& s);
+// Fills in s.sha256.
+void seal(Shard& s);
+
+// Semantic checks shared by encoder users and the decoder (ranges, enums,
+// record/status consistency). Throws WireError naming the field.
+void validate(const Problem& p, const std::string& path = "problem");
+void validate(const KernelConfig& c, const std::string& path = "config");
+void validate(const HardwareId& h, const std::string& path = "hardware");
+
+}  // namespace diode::wire

@@ -1,0 +1,73 @@
+#include "diode/io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace diode::io {
+
+namespace {
+[[noreturn]] void sys_fail(const std::string& what, const std::string& path) {
+  throw std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+}
+}  // namespace
+
+std::string read_file(const std::string& path, size_t max_bytes) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw std::runtime_error("cannot read " + path + ": " + ec.message());
+  if (size > max_bytes)
+    throw std::runtime_error(path + " is " + std::to_string(size) + " bytes, more than the limit of " +
+                             std::to_string(max_bytes));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::string data(size, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(size));
+  if (static_cast<size_t>(in.gcount()) != size) throw std::runtime_error("short read on " + path);
+  return data;
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) sys_fail("cannot open directory", dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) sys_fail("cannot fsync directory", dir);
+}
+
+void write_file_atomic(const std::string& path, std::string_view data) {
+  std::filesystem::path target(path);
+  std::string dir = target.parent_path().string();
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) sys_fail("cannot create", tmp);
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      sys_fail("cannot write", tmp);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    sys_fail("cannot fsync", tmp);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    sys_fail("cannot rename onto", path);
+  }
+  fsync_dir(dir);
+}
+
+}  // namespace diode::io
