@@ -8,6 +8,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("diode ") + DIODE_VERSION);
   app.require_subcommand(1);
   diode::cli::register_wire_commands(app);
+  diode::cli::register_coordinator_commands(app);
+  diode::cli::register_hub_commands(app);
+  diode::cli::register_bundle_commands(app);
+#ifdef DIODE_WITH_TORCH
+  diode::cli::register_model_commands(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
