@@ -509,7 +509,34 @@ Shard decode_shard(std::string_view b) {
   auto e = open_envelope(b);
   return read_shard(body_of(e, "shard"), {nullptr, "shard", 0});
 }
-std::string peek_kind(std::string_view b) { return open_envelope(b).kind; }
+std::string peek_kind(std::string_view b) {
+  // Parse only the envelope's first three elements, so any kind (a dataset
+  // holds large bin fields that the shard limits would refuse) can be peeked.
+  Path root{nullptr, "message", 0};
+  if (b.empty()) fail(root, "empty input");
+  if (static_cast<uint8_t>(b[0]) != 0x94) fail(root, "not a diode message (expected a 4-element array)");
+  size_t off = 1;
+  std::string fields[3];
+  msgpack::unpack_limit limits(0, 0, 32, 0, 0, 1);
+  for (auto& field : fields) {
+    try {
+      auto oh = msgpack::unpack(b.data(), b.size(), off, nullptr, nullptr, limits);
+      const auto& o = oh.get();
+      if (o.type == msgpack::type::STR) field.assign(o.via.str.ptr, o.via.str.size);
+      else if (o.type == msgpack::type::POSITIVE_INTEGER) field = std::to_string(o.via.u64);
+      else fail(root, "malformed envelope");
+    } catch (const WireError&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(root, std::string("malformed msgpack (") + e.what() + ")");
+    }
+  }
+  if (fields[0] != "diode") fail(root, "not a diode message (bad magic)");
+  if (fields[1] != std::to_string(kVersion))
+    fail({&root, "version", 0}, "unsupported wire version " + fields[1] + " (this build reads version " +
+                                    std::to_string(kVersion) + ")");
+  return fields[2];
+}
 
 void validate(const Problem& x, const std::string& path) {
   auto bad = [&](const char* field, const std::string& why) { throw WireError(path + "." + field + ": " + why); };

@@ -1,0 +1,184 @@
+"""The shard spec: what one collector run measures (JSON, documented in docs/collector.md).
+
+{
+  "shard_id": "sweep1/h100/0007",          # wire shard id rules
+  "sweep_id": "sweep1",
+  "search_space": "EXHAUSTIVE",              # or "DEFAULT" (Inductor's max_autotune_gemm_search_space)
+  "problems": [ {wire.Problem JSON form}, ... ],
+  "timing": {"warmup": 5, "repeats": 20, "min_repeats": 5, "l2_flush": true,
+             "config_timeout_s": 5.0, "compile_timeout_s": 600, "budget_ms_per_config": 60.0},
+  "tf32": [false, true],                     # float32 problems are measured once per mode
+  "smem_prefilter": true,
+  "producer": {"name": "host/gpu0", "public_key": ""}
+}
+Unknown keys are errors (a typo must not silently change a sweep).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .. import wire
+
+SEARCH_SPACES = ("EXHAUSTIVE", "DEFAULT")
+
+
+class SpecError(ValueError):
+    """Invalid shard spec; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    warmup: int = 5
+    repeats: int = 20
+    min_repeats: int = 5
+    l2_flush: bool = True
+    config_timeout_s: float = 5.0      # one launch slower than this -> status timeout
+    compile_timeout_s: int = 600       # Inductor's precompilation_timeout_seconds
+    budget_ms_per_config: float = 60.0  # cap on GPU time spent timing one config
+
+
+@dataclass(frozen=True)
+class Spec:
+    shard_id: str
+    sweep_id: str
+    problems: tuple[wire.Problem, ...]
+    search_space: str = "EXHAUSTIVE"
+    timing: Timing = field(default_factory=Timing)
+    tf32: tuple[bool, ...] = (False, True)
+    smem_prefilter: bool = True
+    producer_name: str = "collector"
+    producer_key: str = ""
+
+
+def _check_keys(d: dict, allowed: set[str], path: str) -> None:
+    if not isinstance(d, dict):
+        raise SpecError(f"{path}: expected an object, got {type(d).__name__}")
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise SpecError(f"{path}: unknown field(s) {', '.join(extra)}")
+
+
+def _typed(d: dict, key: str, typ, default, path: str):
+    if key not in d:
+        return default
+    v = d[key]
+    ok = isinstance(v, typ) and not (typ in (int, (int, float)) and isinstance(v, bool))
+    if not ok:
+        want = typ.__name__ if isinstance(typ, type) else "number"
+        raise SpecError(f"{path}.{key}: expected {want}, got {type(v).__name__}")
+    return v
+
+
+def _timing(d: dict, path: str) -> Timing:
+    allowed = set(Timing.__dataclass_fields__)
+    _check_keys(d, allowed, path)
+    t = Timing(
+        warmup=_typed(d, "warmup", int, Timing.warmup, path),
+        repeats=_typed(d, "repeats", int, Timing.repeats, path),
+        min_repeats=_typed(d, "min_repeats", int, Timing.min_repeats, path),
+        l2_flush=_typed(d, "l2_flush", bool, Timing.l2_flush, path),
+        config_timeout_s=float(_typed(d, "config_timeout_s", (int, float), Timing.config_timeout_s, path)),
+        compile_timeout_s=_typed(d, "compile_timeout_s", int, Timing.compile_timeout_s, path),
+        budget_ms_per_config=float(_typed(d, "budget_ms_per_config", (int, float),
+                                          Timing.budget_ms_per_config, path)),
+    )
+    if not 0 <= t.warmup <= 1000:
+        raise SpecError(f"{path}.warmup: {t.warmup} out of range [0, 1000]")
+    if not 1 <= t.repeats <= 10000:
+        raise SpecError(f"{path}.repeats: {t.repeats} out of range [1, 10000]")
+    if not 1 <= t.min_repeats <= t.repeats:
+        raise SpecError(f"{path}.min_repeats: must be in [1, repeats={t.repeats}]")
+    if not t.config_timeout_s > 0:
+        raise SpecError(f"{path}.config_timeout_s: must be > 0")
+    if t.compile_timeout_s <= 0:
+        raise SpecError(f"{path}.compile_timeout_s: must be > 0")
+    if not t.budget_ms_per_config > 0:
+        raise SpecError(f"{path}.budget_ms_per_config: must be > 0")
+    return t
+
+
+def _problem(d, path: str) -> wire.Problem:
+    _check_keys(d, set(wire.Problem.__dataclass_fields__), path)
+    missing = [k for k in ("op", "m", "n", "k", "dtype_a") if k not in d]
+    if missing:
+        raise SpecError(f"{path}: missing field(s) {', '.join(missing)}")
+    d = dict(d)
+    # Convenience defaults: one dtype for all three, batch 1, bias "row" for the bias ops.
+    d.setdefault("dtype_b", d["dtype_a"])
+    d.setdefault("dtype_out", d["dtype_a"])
+    d.setdefault("bias", "row" if d["op"] in ("addmm", "baddbmm") else "none")
+    for key in ("batch", "m", "n", "k"):
+        if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)):
+            raise SpecError(f"{path}.{key}: expected integer, got {type(d[key]).__name__}")
+    for key in ("alpha", "beta"):
+        if key in d:
+            if isinstance(d[key], bool) or not isinstance(d[key], (int, float)):
+                raise SpecError(f"{path}.{key}: expected number")
+            d[key] = float(d[key])
+    try:
+        p = wire.validate_problem(wire.Problem(**d), path)
+    except wire.WireError as e:
+        raise SpecError(str(e)) from None
+    if not (p.dtype_a == p.dtype_b == p.dtype_out):
+        raise SpecError(f"{path}: mixed dtypes are not collected (dtype_a, dtype_b, dtype_out differ)")
+    for key in ("m", "n", "k"):
+        if not 1 <= getattr(p, key) <= wire.MAX_DIM:
+            raise SpecError(f"{path}.{key}: out of range [1, 2^31]")
+    if not 1 <= p.batch <= 1 << 20:
+        raise SpecError(f"{path}.batch: out of range [1, 2^20]")
+    return p
+
+
+def parse_spec(d) -> Spec:
+    allowed = {"shard_id", "sweep_id", "problems", "search_space", "timing", "tf32",
+               "smem_prefilter", "producer"}
+    _check_keys(d, allowed, "spec")
+    for key in ("shard_id", "problems"):
+        if key not in d:
+            raise SpecError(f"spec: missing field {key}")
+    sid = _typed(d, "shard_id", str, "", "spec")
+    if not wire._SHARD_ID.match(sid):
+        raise SpecError("spec.shard_id: must match [A-Za-z0-9._:/-]{1,128}")
+    sweep = _typed(d, "sweep_id", str, "", "spec")
+    if len(sweep.encode()) > 128:
+        raise SpecError("spec.sweep_id: longer than 128 bytes")
+    probs = _typed(d, "problems", list, [], "spec")
+    if not probs:
+        raise SpecError("spec.problems: empty (nothing to collect)")
+    if len(probs) > wire.MAX_PROBLEMS:
+        raise SpecError(f"spec.problems: more than {wire.MAX_PROBLEMS}")
+    problems = tuple(_problem(p, f"spec.problems[{i}]") for i, p in enumerate(probs))
+    space = _typed(d, "search_space", str, "EXHAUSTIVE", "spec")
+    if space not in SEARCH_SPACES:
+        raise SpecError(f"spec.search_space: '{space}' is not one of {', '.join(SEARCH_SPACES)}")
+    tf32 = _typed(d, "tf32", list, [False, True], "spec")
+    if not tf32 or not all(isinstance(x, bool) for x in tf32) or len(set(tf32)) != len(tf32):
+        raise SpecError("spec.tf32: expected a non-empty list of distinct booleans")
+    prod = _typed(d, "producer", dict, {}, "spec")
+    _check_keys(prod, {"name", "public_key"}, "spec.producer")
+    name = _typed(prod, "name", str, "collector", "spec.producer")
+    key = _typed(prod, "public_key", str, "", "spec.producer")
+    if not name or len(name.encode()) > 256 or len(key.encode()) > 256:
+        raise SpecError("spec.producer: name must be 1..256 bytes, public_key <= 256 bytes")
+    return Spec(sid, sweep, problems, space, _timing(_typed(d, "timing", dict, {}, "spec"), "spec.timing"),
+                tuple(tf32), _typed(d, "smem_prefilter", bool, True, "spec"), name, key)
+
+
+def load_spec(path: str) -> Spec:
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise SpecError(f"spec {path} is not valid JSON: {e}") from None
+    return parse_spec(raw)
+
+
+def spec_to_json(s: Spec) -> dict:
+    return {"shard_id": s.shard_id, "sweep_id": s.sweep_id, "search_space": s.search_space,
+            "problems": [wire.to_json(p) for p in s.problems],
+            "timing": dict(s.timing.__dict__), "tf32": list(s.tf32),
+            "smem_prefilter": s.smem_prefilter,
+            "producer": {"name": s.producer_name, "public_key": s.producer_key}}
