@@ -5,6 +5,7 @@
 #include <map>
 
 #include "commands.h"
+#include "diode/dataset.h"
 #include "diode/features.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -44,13 +45,13 @@ void register_wire_commands(CLI::App& app) {
   auto* shard = app.add_subcommand("shard", "Inspect and convert timing shards");
   shard->require_subcommand(1);
 
-  auto* show = shard->add_subcommand("show", "Decode a shard (msgpack), verify it and print a summary");
+  auto* show = shard->add_subcommand("show", "Decode a shard (.msgpack or .msgpack.gz), verify it and print a summary");
   static std::string show_path;
   static bool show_json = false;
   show->add_option("file", show_path, "Shard file (.msgpack)")->required();
   show->add_flag("--json", show_json, "Print the whole shard as JSON");
   show->callback([] {
-    Shard s = wire::decode_shard(io::read_file(show_path));
+    Shard s = load_shard_file(show_path);  // .msgpack or .msgpack.gz
     if (show_json) std::cout << to_json(s).dump(1) << "\n";
     else print_shard_summary(s);
   });

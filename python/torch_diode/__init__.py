@@ -1,7 +1,44 @@
 """torch_diode: fleet-learned GEMM kernel selection for torch.compile.
 
-The wire format (`torch_diode.wire`) and features (`torch_diode.features`)
-import without torch. The Inductor hook is installed by `torch_diode.install()`.
+`import torch_diode` detects the GPU, finds the newest verified model for it
+(DIODE_MODEL, the hub at DIODE_HUB_URL, or the local cache) and, if one is found,
+installs the Inductor hook (docs/hook.md). Set TORCH_DIODE_AUTO_INSTALL=0 to import
+without any side effect and call `torch_diode.install()` yourself.
+
+The wire format (`torch_diode.wire`) and features (`torch_diode.features`) import
+without torch: torch is only imported by the hook, and a missing torch is logged at
+debug level, never raised.
 """
+import logging as _logging
 
 __version__ = "0.1.0"
+
+_logging.getLogger("torch_diode").addHandler(_logging.NullHandler())
+
+# Public hook API, loaded on first use so that `import torch_diode.wire` needs no torch.
+_API = ("get_detected_hardware", "list_available_models", "register_model", "install", "uninstall",
+        "is_installed", "get_prediction_stats", "reset_prediction_stats", "set_log_level",
+        "profile_predictions", "set_options", "get_options")
+__all__ = list(_API) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _API:
+        from .hook import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'torch_diode' has no attribute {name!r}")
+
+
+def _auto_install() -> None:
+    import os
+    if os.environ.get("TORCH_DIODE_AUTO_INSTALL", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    try:
+        from .hook import api
+    except Exception as e:  # no torch, or a torch the hook cannot use: importing stays harmless
+        _logging.getLogger("torch_diode").debug("torch_diode: hook not loaded: %s: %s", type(e).__name__, e)
+        return
+    api.auto_install()
+
+
+_auto_install()

@@ -87,6 +87,16 @@ def dedupe(records: list[wire.ShardRecord]) -> list[wire.ShardRecord]:
     return list(best.values())
 
 
+def compact(problems: list[wire.Problem], records: list[wire.ShardRecord]):
+    """Keep only problems that have records (a shard written mid-run lists what it measured)."""
+    used = sorted({r.problem_index for r in records})
+    new = {old: i for i, old in enumerate(used)}
+    return ([problems[i] for i in used],
+            [wire.ShardRecord(new[r.problem_index], *[getattr(r, f) for f in
+                                                      ("config", "median_us", "spread_us", "repeats", "status",
+                                                       "flags")]) for r in records])
+
+
 def build_shard(spec_shard_id: str, sweep_id: str, hardware: wire.HardwareId, producer_name: str,
                 producer_key: str, problems: list[wire.Problem], records: list[wire.ShardRecord],
                 created_ms: int | None = None) -> bytes:

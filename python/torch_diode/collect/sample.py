@@ -73,3 +73,32 @@ def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
         else:  # pragma: no cover - only with absurd bounds
             raise RuntimeError("could not draw a problem within bounds")
     return out
+
+
+def main(argv=None) -> int:
+    """python -m torch_diode.collect.sample --n 64 --seed 2026 --shard-id ID --out spec.json"""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m torch_diode.collect.sample",
+                                 description="Write a shard spec of log-normally sampled problems.")
+    ap.add_argument("--n", type=int, required=True)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--shard-id", required=True)
+    ap.add_argument("--sweep-id", default="")
+    ap.add_argument("--ops", default="mm,addmm,bmm,baddbmm")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--search-space", default="EXHAUSTIVE")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    probs = sample_problems(a.n, a.seed, tuple(a.ops.split(",")), tuple(a.dtypes.split(",")))
+    spec = {"shard_id": a.shard_id, "sweep_id": a.sweep_id, "search_space": a.search_space,
+            "problems": [wire.to_json(p) for p in probs]}
+    from .spec import parse_spec
+    parse_spec(spec)  # what we write must load
+    with open(a.out, "w") as f:
+        json.dump(spec, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

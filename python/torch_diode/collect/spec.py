@@ -6,7 +6,8 @@
   "search_space": "EXHAUSTIVE",              # or "DEFAULT" (Inductor's max_autotune_gemm_search_space)
   "problems": [ {wire.Problem JSON form}, ... ],
   "timing": {"warmup": 5, "repeats": 20, "min_repeats": 5, "l2_flush": true,
-             "config_timeout_s": 5.0, "compile_timeout_s": 600, "budget_ms_per_config": 60.0},
+             "config_timeout_s": 5.0, "compile_timeout_s": 600, "budget_ms_per_config": 60.0,
+             "problem_timeout_s": 900},
   "tf32": [false, true],                     # float32 problems are measured once per mode
   "smem_prefilter": true,
   "producer": {"name": "host/gpu0", "public_key": ""}
@@ -36,6 +37,7 @@ class Timing:
     config_timeout_s: float = 5.0      # one launch slower than this -> status timeout
     compile_timeout_s: int = 600       # Inductor's precompilation_timeout_seconds
     budget_ms_per_config: float = 60.0  # cap on GPU time spent timing one config
+    problem_timeout_s: float = 900.0   # after this, a problem's untimed configs -> status timeout
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def _timing(d: dict, path: str) -> Timing:
         compile_timeout_s=_typed(d, "compile_timeout_s", int, Timing.compile_timeout_s, path),
         budget_ms_per_config=float(_typed(d, "budget_ms_per_config", (int, float),
                                           Timing.budget_ms_per_config, path)),
+        problem_timeout_s=float(_typed(d, "problem_timeout_s", (int, float), Timing.problem_timeout_s, path)),
     )
     if not 0 <= t.warmup <= 1000:
         raise SpecError(f"{path}.warmup: {t.warmup} out of range [0, 1000]")
@@ -93,6 +96,8 @@ def _timing(d: dict, path: str) -> Timing:
         raise SpecError(f"{path}.config_timeout_s: must be > 0")
     if t.compile_timeout_s <= 0:
         raise SpecError(f"{path}.compile_timeout_s: must be > 0")
+    if not t.problem_timeout_s > 0:
+        raise SpecError(f"{path}.problem_timeout_s: must be > 0")
     if not t.budget_ms_per_config > 0:
         raise SpecError(f"{path}.budget_ms_per_config: must be > 0")
     return t

@@ -1,5 +1,6 @@
 #include "diode/bundle/metadata.h"
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -69,7 +70,10 @@ std::time_t parse_time(const std::string& s, const std::string& field_name) {
   tm.tm_hour = h;
   tm.tm_min = mi;
   tm.tm_sec = sec;
-  return timegm(&tm);
+  const std::time_t t = timegm(&tm);
+  // timegm normalises (Feb 31 -> Mar 3); only a date that exists round-trips.
+  if (format_time(t) != s) throw VerifyError(field_name + ": \"" + s + "\" is not a valid date");
+  return t;
 }
 
 const json& field(const json& obj, const std::string& key, const std::string& where) {
@@ -89,17 +93,31 @@ std::string get_string(const json& obj, const std::string& key, const std::strin
 
 uint64_t get_uint(const json& obj, const std::string& key, const std::string& where, uint64_t max) {
   const json& v = field(obj, key, where);
-  if (!v.is_number_unsigned()) throw VerifyError(where + "." + key + ": not an unsigned integer");
+  // Parsed text yields unsigned for non-negative integers; values built in
+  // memory may be signed, so accept both when not negative.
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    throw VerifyError(where + "." + key + ": not an unsigned integer");
   const uint64_t n = v.get<uint64_t>();
   if (n > max) throw VerifyError(where + "." + key + ": " + std::to_string(n) + " is more than " + std::to_string(max));
   return n;
 }
 
+namespace {
+// NaN and infinity have no JSON form (dump() writes null), so metadata that
+// holds them would not mean what was signed; refuse it at signing time.
+void check_finite(const json& j, const std::string& path) {
+  if (j.is_number_float() && !std::isfinite(j.get<double>()))
+    throw std::runtime_error("metadata field " + path + " is NaN or infinite");
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) check_finite(v, path + "." + k);
+  if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) check_finite(j[i], path + "[" + std::to_string(i) + "]");
+}
+}  // namespace
+
 json make_envelope(const json& signed_part, const std::vector<PrivateKey>& signers) {
+  check_finite(signed_part, "signed");
   const std::string msg = canonical(signed_part);
-  // A value whose canonical form does not survive a parse (NaN, infinity)
-  // would never verify; refuse it here, not at every client.
-  if (canonical(json::parse(msg)) != msg) throw std::runtime_error("metadata does not round-trip through JSON (NaN or infinity?)");
   json sigs = json::array();
   for (const auto& k : signers) {
     const std::string sig = k.sign(msg);

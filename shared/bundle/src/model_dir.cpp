@@ -1,10 +1,12 @@
 #include "diode/bundle/model_dir.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <msgpack.hpp>
 
+#include "diode/error.h"
 #include "diode/features.h"
 #include "diode/hardware.h"
 #include "diode/io.h"

@@ -98,7 +98,7 @@ TrustState TrustState::from_json(const json& j) {
   const json& rev = field(j, "revoked", "trust state");
   if (!rev.is_object() || rev.size() > kMaxRootChain * kMaxKeysPerRole) throw VerifyError("trust state.revoked: malformed");
   for (const auto& [id, v] : rev.items()) {
-    if (!v.is_number_unsigned()) throw VerifyError("trust state.revoked: malformed");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) throw VerifyError("trust state.revoked: malformed");
     t.revoked[id] = v.get<uint64_t>();
   }
   return t;

@@ -1,0 +1,150 @@
+"""Command line: python -m torch_diode.collect --spec SPEC.json --out SHARD.msgpack[.gz]
+
+Exit codes (the agent maps them; see docs/collector.md):
+  0  every problem measured, shard written
+  2  bad usage or invalid spec (nothing measured)
+  3  environment cannot collect: no GPU, torch too old, Inductor hooks missing
+  4  shard written, but some problems produced no timing at all
+  5  stopped at --deadline-s before all problems; shard holds the finished ones
+  1  unexpected internal error
+Progress goes to stderr, one line per problem, prefixed "collect:".
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import time
+import traceback
+
+from .. import inductor_compat as ic
+from . import records
+from .problems import describe
+from .spec import SpecError, load_spec
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_ENV, EXIT_PARTIAL, EXIT_DEADLINE = 0, 1, 2, 3, 4, 5
+
+
+def log(msg: str) -> None:
+    print(f"collect: {msg}", file=sys.stderr, flush=True)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    if path.endswith(".gz"):
+        data = gzip.compress(data, 9, mtime=0)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m torch_diode.collect",
+                                 description="Time every Inductor GEMM config of each problem in a shard spec.")
+    ap.add_argument("--spec", required=True, help="shard spec JSON (docs/collector.md)")
+    ap.add_argument("--out", help="output shard (.msgpack, or .msgpack.gz for gzip)")
+    ap.add_argument("--device", type=int, default=0, help="CUDA device index")
+    ap.add_argument("--deadline-s", type=float, default=0.0,
+                    help="start no new problem after this many seconds (0: no deadline)")
+    ap.add_argument("--first", type=int, default=0,
+                    help="skip the spec's problems before this index (resume a sweep)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="validate the spec and print Inductor's config count per problem; no GPU needed")
+    return ap.parse_args(argv)
+
+
+def dry_run(spec) -> int:
+    from .enumerate import mm_configs
+    total = 0
+    for i, p in enumerate(spec.problems):
+        n = len(mm_configs(p.m, p.n, p.k, 4 if p.dtype_a == "float32" else 2, spec.search_space))
+        total += n
+        print(f"{i}\t{describe(p)}\t{n}")
+    print(f"total\t{total}")
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as e:
+        log(f"error: {e}")
+        return EXIT_USAGE
+    if args.dry_run:
+        try:
+            ic.require_supported_torch()
+        except ic.UnsupportedTorch as e:
+            log(f"error: {e}")
+            return EXIT_ENV
+        return dry_run(spec)
+    if not args.out:
+        log("error: --out is required (unless --dry-run)")
+        return EXIT_USAGE
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        log(f"error: output folder {out_dir} does not exist")
+        return EXIT_USAGE
+    try:
+        ic.require_supported_torch()
+        import torch
+        if not torch.cuda.is_available():
+            raise ic.UnsupportedTorch("no CUDA/ROCm GPU visible to torch")
+        if args.device >= torch.cuda.device_count():
+            raise ic.UnsupportedTorch(f"device {args.device} not present ({torch.cuda.device_count()} GPUs)")
+        torch.cuda.set_device(args.device)
+        from .driver import ProblemDriver
+        from .fingerprint import detect
+        hw = detect(args.device)
+        driver = ProblemDriver(spec, args.device)
+    except ic.UnsupportedTorch as e:
+        log(f"error: {e}")
+        return EXIT_ENV
+    except ImportError as e:
+        log(f"error: cannot import the GPU stack: {e}")
+        return EXIT_ENV
+    log(f"hardware {hw.device_name} {hw.arch} sms={hw.sm_count} driver={hw.driver_version} "
+        f"{hw.runtime_version} torch={hw.torch_version} triton={hw.triton_version}")
+    t0 = time.perf_counter()
+    recs, empty, done = [], 0, 0
+    if not 0 <= args.first < len(spec.problems):
+        log(f"error: --first {args.first} outside the spec's {len(spec.problems)} problems")
+        return EXIT_USAGE
+    jobs = [(i, p, tf32) for i, p in enumerate(spec.problems) if i >= args.first
+            for tf32 in (spec.tf32 if p.dtype_a == "float32" else (False,))]
+    for j, (i, p, tf32) in enumerate(jobs):
+        if args.deadline_s and time.perf_counter() - t0 > args.deadline_s:
+            log(f"deadline {args.deadline_s:.0f}s reached after {done}/{len(jobs)} problems")
+            break
+        tag = f"[{j + 1}/{len(jobs)}] {describe(p)}" + (f" tf32={'on' if tf32 else 'off'}"
+                                                       if p.dtype_a == "float32" else "")
+        try:
+            got, st = driver.run(p, i, tf32)
+        except Exception as e:  # one bad problem must not lose the shard
+            log(f"{tag}: FAILED {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc(file=sys.stderr)
+            empty += 1
+            done += 1
+            continue
+        done += 1
+        if not any(r.status == "ok" for r in got):
+            empty += 1
+        recs.extend(got)
+        if st.bypassed:
+            log(f"{tag}: WARNING {st.bypassed} choices were timed by Inductor, not the collector's timer "
+                "(benchmark_interceptor does not reach this torch's benchmark path)")
+        fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
+        lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
+        log(f"{tag}:{lowered} offered={st.offered} refused={st.refused} ok={st.ok} {fails} | lower={st.hook_s:.1f}s "
+            f"codegen+compile={st.compile_s:.1f}s bench={st.bench_s:.1f}s (timer {st.timer_s:.1f}s) wall={st.wall_s:.1f}s | "
+            f"best_triton={st.best_triton_us:.2f}us aten={st.aten_us:.2f}us")
+        write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
+                                                   spec.producer_key, *records.compact(list(spec.problems), recs)))
+    if not recs:
+        write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
+                                                   spec.producer_key, [], []))
+    log(f"done: {done}/{len(jobs)} problems, {len(recs)} records, {time.perf_counter() - t0:.1f}s -> {args.out}")
+    if done < len(jobs):
+        return EXIT_DEADLINE
+    return EXIT_PARTIAL if empty else EXIT_OK

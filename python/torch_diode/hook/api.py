@@ -1,0 +1,357 @@
+"""The hook's public API (re-exported by torch_diode): install, models, stats, options."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Iterator
+
+from ..model import LoadedModel, ModelFormatError, load_model_dir
+from . import compat, detect, sources
+from .choices import ChoicesFactory, DiodeChoicesMixin, HookState
+from .ranking import Options, Ranker
+from .stats import CallRecord, Stats
+
+log = logging.getLogger("torch_diode")
+
+ENV_AUTO_INSTALL = "TORCH_DIODE_AUTO_INSTALL"
+
+_lock = threading.RLock()
+_stats = Stats()                 # one set of counters for the process, across installs
+_options = Options()
+_registered: list[str] = []      # register_model() paths, newest last
+_state: HookState | None = None  # the active state, once install() ran
+_install: "_InstallRecord | None" = None
+_hw_cache: dict[str, Any] = {}
+_rebuilt: dict[tuple, HookState] = {}
+
+
+@dataclass
+class _InstallRecord:
+    mode: str            # "config" (inductor_choices_class) | "thread" (V.set_choices_handler)
+    prior_config: Any    # the value of inductor_choices_class before install
+    prior_thread: Any    # this thread's cached handler before install, or compat.MISSING
+    factory: ChoicesFactory
+    forced: bool = False
+
+
+# ---------------------------------------------------------------- hardware and models
+
+def get_detected_hardware(refresh: bool = False) -> dict[str, Any]:
+    """This process's accelerator: HardwareId fields and `hardware_key` (None without a GPU)."""
+    with _lock:
+        if refresh or "hw" not in _hw_cache:
+            try:
+                _hw_cache["hw"] = detect.describe(detect.detect_hardware())
+            except Exception as e:  # a broken driver must not break `import torch_diode`
+                log.debug("torch_diode: hardware detection failed: %s", e)
+                _hw_cache["hw"] = {"device": None, "hardware_key": None, "reason": f"detection failed: {e}"}
+        return dict(_hw_cache["hw"])
+
+
+def _hardware_key() -> str | None:
+    return get_detected_hardware().get("hardware_key")
+
+
+def list_available_models() -> list[dict[str, Any]]:
+    """Models the hook could use, in the order it would try them (the hub is not listed)."""
+    out = []
+    for c in sources.candidates(_hardware_key(), list(reversed(_registered))):
+        entry = {"name": _name(c), "path": c.path, "source": c.source, "bundle": c.is_bundle,
+                 "version": c.version}
+        if not c.is_bundle:
+            try:
+                from ..model import read_model_dir
+                info, _ = read_model_dir(c.path)
+                entry.update(hardware_key=info.hardware_key, model_id=info.model_id[:16])
+            except ModelFormatError as e:
+                entry["error"] = str(e)
+        out.append(entry)
+    return out
+
+
+def _name(c: sources.Candidate) -> str:
+    if c.source == "cache":
+        return f"{os.path.basename(os.path.dirname(c.path))}/{c.version}"
+    return os.path.basename(c.path.rstrip(os.sep)) or c.path
+
+
+def register_model(name_or_path: str) -> dict[str, Any]:
+    """Adds a model directory, bundle directory, or a name from list_available_models().
+
+    The registered model takes precedence over DIODE_MODEL, the hub and the cache. If the
+    hook is installed, it switches to the model now. Returns the model's description;
+    raises ModelFormatError / sources.SourceError if it cannot be used.
+    """
+    path = name_or_path
+    if not os.path.isdir(os.path.expanduser(path)):
+        matches = [m for m in list_available_models() if m["name"] == name_or_path]
+        if not matches:
+            raise sources.SourceError("model_path_missing",
+                                      f"{name_or_path!r} is neither a directory nor a listed model name")
+        path = matches[0]["path"]
+    model = _load_candidate(sources.classify(path, "explicit"), _hardware_key())
+    with _lock:
+        _registered.append(model.info.path if not sources.is_bundle_dir(path) else os.path.abspath(path))
+        if _install is not None:
+            _activate(HookState(Ranker(model), _options, _stats))
+    return _describe(model)
+
+
+def _describe(model: LoadedModel) -> dict[str, Any]:
+    i = model.info
+    return {"path": i.path, "hardware_key": i.hardware_key, "model_id": i.model_id,
+            "architecture": vars(i.architecture), "features": len(i.feature_spec.names)}
+
+
+def _load_candidate(c: sources.Candidate, hw_key: str | None, verified: bool = False) -> LoadedModel:
+    """Loads a candidate; a bundle is verified by the native client first (unless it just was)."""
+    model_dir = c.path
+    if c.is_bundle and not verified:
+        model_dir = sources.verify_bundle(c.path)
+    try:
+        model = load_model_dir(model_dir)
+    except ModelFormatError as e:
+        raise sources.SourceError("model_invalid", str(e)) from None
+    except Exception as e:  # torch failing to build the module, out of memory, ...
+        raise sources.SourceError("model_load_failed", f"{type(e).__name__}: {e}") from None
+    if hw_key and model.info.hardware_key != hw_key:
+        if c.source in ("hub", "cache"):
+            raise sources.SourceError("hardware_mismatch",
+                                      f"{model_dir} is for {model.info.hardware_key}, this is {hw_key}")
+        log.warning("torch_diode: model %s was trained for %s, this device is %s; using it as asked",
+                    model_dir, model.info.hardware_key, hw_key)
+    return model
+
+
+def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[LoadedModel | None, str]:
+    """The model to use and "" -- or None and the reason of the last failure.
+
+    Each failure is counted in get_prediction_stats()["load_failures"] and logged (at
+    warning for paths the user named, debug for automatic sources when `quiet`).
+    """
+    hw_key = _hardware_key()
+    named: list[str] = []  # paths the user gave, newest registration first
+    if explicit:
+        named.append(explicit)
+    else:
+        named += reversed(_registered)
+        if os.environ.get(sources.ENV_MODEL):
+            named.append(os.environ[sources.ENV_MODEL])
+    reason = "no_model"
+
+    def fail(e: sources.SourceError, by_user: bool) -> str:
+        _stats.count_load_failure(e.reason)
+        (log.debug if quiet and not by_user else log.warning)("torch_diode: model not used (%s): %s",
+                                                              e.reason, e.detail)
+        return e.reason
+
+    for path in named:
+        try:
+            return _load_candidate(sources.classify(path, "explicit"), hw_key), ""
+        except sources.SourceError as e:
+            reason = fail(e, True)
+    if named:
+        return None, reason  # a named model failed: do not silently use another one
+    if not hw_key:
+        log.debug("torch_diode: no model: no GPU hardware key (%s)",
+                  get_detected_hardware().get("reason", ""))
+        return None, "no_hardware"
+    hub = os.environ.get(sources.ENV_HUB)
+    if hub or sources.cached_versions(hw_key):
+        try:
+            path, offline, note = sources.pull(hub, hw_key)
+            if note:
+                log.info("torch_diode: %s", note)
+            c = sources.Candidate(path, "hub" if hub and not offline else "cache", True)
+            return _load_candidate(c, hw_key, verified=True), ""
+        except sources.SourceError as e:
+            reason = fail(e, False)
+    if reason == "no_model":
+        log.debug("torch_diode: no model for %s (no %s, no hub, nothing in %s)", hw_key,
+                  sources.ENV_MODEL, sources.cache_dir())
+    return None, reason
+
+
+def state_for(model_path: str | None, options: Options) -> HookState:
+    """A state for unpickled factories (compile subprocesses): same model path, same options."""
+    key = (model_path, options)
+    with _lock:
+        if _state is not None and _state.model_path == model_path and _state.options == options:
+            return _state
+        if key not in _rebuilt:
+            ranker, reason = None, "no_model"
+            if model_path:
+                try:
+                    ranker = Ranker(load_model_dir(model_path))
+                except Exception as e:
+                    reason = "model_load_failed"
+                    _stats.count_load_failure(reason)
+                    log.warning("torch_diode: cannot reload %s in this process: %s", model_path, e)
+            _rebuilt[key] = HookState(ranker, options, _stats, reason)
+        return _rebuilt[key]
+
+
+def current_state() -> HookState:
+    with _lock:
+        return _state if _state is not None else HookState(None, _options, _stats)
+
+
+# ---------------------------------------------------------------- install / uninstall
+
+def install(model: str | None = None, *, force: bool = False, **options: Any) -> bool:
+    """Makes Inductor use the diode handler; returns True when a model is loaded.
+
+    `model`: a model or bundle directory (default: registered, DIODE_MODEL, hub, cache).
+    Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive"),
+    fallback ("default"/"raise"). Without a usable model the handler is still installed
+    and takes Inductor's default path on every GEMM, counting the reason.
+    Raises RuntimeError if another InductorChoices handler is installed, unless `force`
+    (uninstall() restores it); compat.UnsupportedTorch on a torch without the hook.
+    """
+    global _options
+    with _lock:
+        if options:
+            _options = replace(_options, **options)
+        loaded, reason = resolve_model(model)
+        state = HookState(Ranker(loaded) if loaded else None, _options, _stats, reason or "no_model")
+        _activate(state, force=force)
+        return loaded is not None
+
+
+def _activate(state: HookState, force: bool = False) -> None:
+    global _state, _install
+    base = compat.choices_base()  # raises UnsupportedTorch with the reason on old torch
+    if _install is not None:      # re-install: restore first so the prior values stay exact
+        force = force or _install.forced
+        _uninstall_locked()
+    factory = ChoicesFactory(state)
+    prior_thread = compat.thread_handler()
+    foreign_thread = (prior_thread is not compat.MISSING and type(prior_thread) is not base
+                      and not isinstance(prior_thread, DiodeChoicesMixin))
+    if compat.has_choices_config():
+        prior_config = compat.get_choices_config()
+        foreign = foreign_thread or (prior_config is not None and not isinstance(prior_config, ChoicesFactory))
+        if foreign and not force:
+            raise RuntimeError(
+                f"torch_diode: another InductorChoices handler is installed "
+                f"(inductor_choices_class={prior_config!r}, this thread's handler "
+                f"{type(prior_thread).__name__ if prior_thread is not compat.MISSING else None}); "
+                "install(force=True) replaces it and uninstall() restores it")
+        compat.set_choices_config(factory)
+        # Inductor caches the handler it built from the old config in this thread; drop
+        # it so the next compile builds ours. uninstall() puts it back.
+        compat.set_thread_handler(compat.MISSING)
+        _install = _InstallRecord("config", prior_config, prior_thread, factory, force)
+    else:
+        if foreign_thread and not force:
+            raise RuntimeError(f"torch_diode: this thread already has choices handler "
+                               f"{type(prior_thread).__name__}; install(force=True) replaces it")
+        compat.set_thread_handler(factory())
+        _install = _InstallRecord("thread", None, prior_thread, factory, force)
+    _state = state
+    log.info("torch_diode: installed (%s) model=%s", _install.mode,
+             state.model_path or f"none ({state.no_model_reason})")
+
+
+def uninstall() -> bool:
+    """Restores exactly the handler/config that install() found. False if not installed."""
+    with _lock:
+        return _uninstall_locked()
+
+
+def _uninstall_locked() -> bool:
+    global _install, _state
+    rec = _install
+    if rec is None:
+        return False
+    if rec.mode == "config":
+        if compat.get_choices_config() is rec.factory:
+            compat.set_choices_config(rec.prior_config)
+        else:
+            log.warning("torch_diode: inductor_choices_class was changed after install; left as is")
+    cur = compat.thread_handler()
+    if cur is compat.MISSING or isinstance(cur, DiodeChoicesMixin):
+        compat.set_thread_handler(rec.prior_thread)
+    _install, _state = None, None
+    return True
+
+
+def is_installed() -> bool:
+    return _install is not None
+
+
+def auto_install() -> bool:
+    """`import torch_diode`: install if a model is found; never raises, logs at debug."""
+    if os.environ.get(ENV_AUTO_INSTALL, "1").strip().lower() in ("0", "false", "no", "off"):
+        log.debug("torch_diode: %s=0, not installing", ENV_AUTO_INSTALL)
+        return False
+    try:
+        with _lock:
+            loaded, reason = resolve_model(quiet=True)
+            if loaded is None:
+                log.debug("torch_diode: not installed at import (%s)", reason)
+                return False
+            try:
+                _activate(HookState(Ranker(loaded), _options, _stats))
+            except RuntimeError as e:  # someone else's handler is installed: leave it alone
+                log.info("torch_diode: model found but not installed at import: %s", e)
+                return False
+            return True
+    except Exception as e:
+        log.debug("torch_diode: not installed at import: %s: %s", type(e).__name__, e)
+        return False
+
+
+# ---------------------------------------------------------------- options, stats, logging
+
+def set_options(**options: Any) -> dict[str, Any]:
+    """Changes top_k / threshold / max_kept / search_space / fallback (validated); applies now."""
+    global _options
+    with _lock:
+        _options = replace(_options, **options)
+        if _state is not None:
+            _activate(HookState(_state.ranker, _options, _stats, _state.no_model_reason))
+        return get_options()
+
+
+def get_options() -> dict[str, Any]:
+    o = _options
+    return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
+            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback}
+
+
+def get_prediction_stats() -> dict[str, Any]:
+    s = _stats.snapshot()
+    st = _state
+    s["installed"] = _install is not None
+    s["model"] = st.model_path if st else None
+    s["model_id"] = st.model_id if st and st.ranker else None
+    s["options"] = get_options()
+    return s
+
+
+def reset_prediction_stats() -> None:
+    _stats.reset()
+
+
+def set_log_level(level: int | str) -> None:
+    """Level of the "torch_diode" logger, e.g. "DEBUG" to see every selection."""
+    lg = logging.getLogger("torch_diode")
+    lg.setLevel(level.upper() if isinstance(level, str) else level)
+    # torch_diode/__init__ adds a NullHandler; give messages somewhere to go if nothing else does
+    if not any(not isinstance(h, logging.NullHandler) for h in lg.handlers) and not logging.getLogger().handlers:
+        lg.addHandler(logging.StreamHandler())
+
+
+@contextlib.contextmanager
+def profile_predictions() -> Iterator[list[CallRecord]]:
+    """Collects a CallRecord per finalize call made inside the block (any thread)."""
+    sink: list[CallRecord] = []
+    _stats.add_profile(sink)
+    try:
+        yield sink
+    finally:
+        _stats.remove_profile(sink)

@@ -1,0 +1,174 @@
+"""Where the hook's model comes from, in order of precedence:
+
+1. an explicit path: `register_model(path)` / `install(model=path)` / env `DIODE_MODEL`.
+   A *model directory* (model.json + weights.msgpack, no bundle.json) is loaded as is: the
+   user named it. A *bundle directory* (it has bundle.json) is verified first.
+2. the hub (env `DIODE_HUB_URL`) and the local cache, through the native pull client
+   (torch_diode.native over libdiode_client.so, docs/bundle-format.md): it fetches the
+   current bundle for the hardware key, checks signatures, hashes, expiry and rollback,
+   and stores it in the cache (`DIODE_CACHE_DIR`, then `$XDG_CACHE_HOME/diode`, then
+   ~/.cache/diode). When the hub is unreachable the client itself serves the cached
+   current bundle after verifying it again; without a hub URL the hook asks it for the
+   cache only.
+
+Trust is anchored at the pinned root key `DIODE_ROOT_PUBKEY` (64 hex characters or a
+file holding them). Signatures are checked only by the native library; when it or the
+root key is missing, bundles are refused (`native_unavailable`, `no_root_key`), never
+loaded unverified. Every failure is a `SourceError` with a short reason key that the
+caller counts and logs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("torch_diode")
+
+ENV_MODEL = "DIODE_MODEL"
+ENV_HUB = "DIODE_HUB_URL"
+ENV_CACHE = "DIODE_CACHE_DIR"
+ENV_ROOT_KEY = "DIODE_ROOT_PUBKEY"
+
+
+class SourceError(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: str
+    source: str          # "explicit" | "hub" | "cache"
+    is_bundle: bool
+    version: int | None = None
+
+
+def cache_dir() -> str:
+    """The native client's cache directory (same precedence as `diode pull`)."""
+    if os.environ.get(ENV_CACHE):
+        return os.environ[ENV_CACHE]
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return os.path.join(xdg, "diode")
+    return os.path.join(os.path.expanduser("~"), ".cache", "diode")
+
+
+def is_bundle_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "bundle.json"))
+
+
+def classify(path: str, source: str) -> Candidate:
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        raise SourceError("model_path_missing", f"{path} is not a directory")
+    if is_bundle_dir(path):
+        return Candidate(path, source, True)
+    if os.path.isfile(os.path.join(path, "model.json")):
+        return Candidate(path, source, False)
+    raise SourceError("model_path_invalid", f"{path} has neither model.json nor bundle.json")
+
+
+# ---------------------------------------------------------------- native client
+
+def _native() -> Any:
+    """torch_diode.native with its library loaded, or SourceError('native_unavailable')."""
+    try:
+        from .. import native
+        native.load_library()
+    except Exception as e:  # ImportError, NativeClientUnavailable (library missing / wrong ABI)
+        raise SourceError("native_unavailable", f"{type(e).__name__}: {e}") from None
+    return native
+
+
+def root_key() -> str:
+    key = os.environ.get(ENV_ROOT_KEY, "").strip()
+    if not key:
+        raise SourceError("no_root_key", f"{ENV_ROOT_KEY} is not set: bundles cannot be verified")
+    return key
+
+
+def _client_error(e: Exception, what: str) -> SourceError:
+    kind = getattr(e, "kind", "")
+    reason = {"verify": "verification_failed", "network": "hub_unreachable"}.get(kind, "hub_pull_failed")
+    return SourceError(reason, f"{what}: {e}")
+
+
+def verify_bundle(path: str) -> str:
+    """Verifies a bundle directory (signatures, root chain from its roots.json anchored at
+    the pinned root key, hashes, expiry); returns it. The caller checks the hardware key."""
+    native = _native()
+    key = root_key()
+    try:
+        native.verify(path, key)
+    except Exception as e:
+        raise SourceError("verification_failed", f"{path}: {e}") from None
+    return path
+
+
+def pull(hub_url: str | None, hardware_key: str) -> tuple[str, bool, str]:
+    """(verified bundle directory, served offline, note) from the hub or, with no hub, the cache.
+
+    A hub that answers with an HTTP or I/O error is retried once from the cache (the
+    client verifies the cached bundle again); a verification failure is never papered
+    over with the cache: it is the reason reported.
+    """
+    native = _native()
+    key = root_key()
+    try:
+        res = native.pull(hub_url or "", hardware_key, key, cache_dir())
+    except Exception as e:
+        err = _client_error(e, f"{hub_url or 'cache'} {hardware_key}")
+        if not hub_url:
+            if err.reason != "verification_failed":
+                err = SourceError("no_cached_model", err.detail)
+            raise err from None
+        if err.reason == "verification_failed":
+            raise err from None
+        # an HTTP / I/O error from the hub: the cached bundle, verified again, is still good
+        log.debug("torch_diode: hub pull failed (%s), trying the cache: %s", err.reason, err.detail)
+        try:
+            res = native.pull("", hardware_key, key, cache_dir())
+        except Exception:
+            raise err from None
+    path = os.fspath(res.path)
+    if not os.path.isdir(path):
+        raise SourceError("hub_pull_failed", f"native pull returned {path!r}, not a directory")
+    return path, bool(getattr(res, "offline", False)), str(getattr(res, "note", ""))
+
+
+# ---------------------------------------------------------------- enumeration
+
+def cached_versions(hardware_key: str) -> list[Candidate]:
+    """Bundle directories under <cache>/<hardware_key>/<version>/, newest first."""
+    root = os.path.join(cache_dir(), hardware_key)
+    out = []
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            p = os.path.join(root, name)
+            if name.isdigit() and os.path.isdir(p) and is_bundle_dir(p):
+                out.append(Candidate(p, "cache", True, int(name)))
+    out.sort(key=lambda c: -(c.version or 0))
+    return out
+
+
+def candidates(hardware_key: str | None, explicit: list[str]) -> list[Candidate]:
+    """What list_available_models() shows; resolution tries them in this order."""
+    out: list[Candidate] = []
+    for p in explicit:
+        try:
+            out.append(classify(p, "explicit"))
+        except SourceError as e:
+            log.debug("torch_diode: registered model %s skipped: %s", p, e)
+    env = os.environ.get(ENV_MODEL)
+    if env:
+        try:
+            out.append(classify(env, "env"))
+        except SourceError as e:
+            log.debug("torch_diode: %s=%s skipped: %s", ENV_MODEL, env, e)
+    if hardware_key:
+        out.extend(cached_versions(hardware_key))
+    return out

@@ -1,0 +1,87 @@
+"""Counters for what the hook did, and the per-call records of profile_predictions()."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class CallRecord:
+    """One call of the finalize hook, as seen by profile_predictions()."""
+    op: str
+    outcome: str                 # "model" | "passthrough:<reason>" | "fallback:<reason>"
+    problem: dict | None = None
+    templates: list[str] = field(default_factory=list)
+    configs_in: int = 0          # Triton configs offered
+    configs_kept: int = 0        # Triton configs returned
+    other_choices: int = 0       # ATen & other non-Triton choices (always returned)
+    cache_hit: bool = False
+    predict_ms: float = 0.0
+    kept: list[dict] = field(default_factory=list)  # kept configs with their predicted score
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Stats:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._profiles: list[list[CallRecord]] = []
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls = 0
+            self.model_selections = 0
+            self.cache_hits = 0
+            self.fallbacks: Counter[str] = Counter()     # errors: Inductor's default path was taken
+            self.passthrough: Counter[str] = Counter()   # nothing to rank (ATen only, other op, ...)
+            self.load_failures: Counter[str] = Counter()  # model resolution / verification problems
+            self.configs_seen = 0
+            self.configs_kept = 0
+            self.predict_seconds = 0.0
+
+    def count_load_failure(self, reason: str) -> None:
+        with self._lock:
+            self.load_failures[reason] += 1
+
+    def record(self, rec: CallRecord, predict_seconds: float = 0.0) -> None:
+        with self._lock:
+            self.calls += 1
+            kind, _, reason = rec.outcome.partition(":")
+            if kind == "model":
+                self.model_selections += 1
+                self.configs_seen += rec.configs_in
+                self.configs_kept += rec.configs_kept
+                self.cache_hits += int(rec.cache_hit)
+                self.predict_seconds += predict_seconds
+            elif kind == "fallback":
+                self.fallbacks[reason] += 1
+            else:
+                self.passthrough[reason] += 1
+            for sink in self._profiles:
+                sink.append(rec)
+
+    def add_profile(self, sink: list) -> None:
+        with self._lock:
+            self._profiles.append(sink)
+
+    def remove_profile(self, sink: list) -> None:
+        with self._lock:
+            self._profiles = [s for s in self._profiles if s is not sink]
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "model_selections": self.model_selections,
+                "cache_hits": self.cache_hits,
+                "fallbacks": dict(self.fallbacks),
+                "passthrough": dict(self.passthrough),
+                "load_failures": dict(self.load_failures),
+                "configs_seen": self.configs_seen,
+                "configs_kept": self.configs_kept,
+                "predict_seconds": self.predict_seconds,
+            }

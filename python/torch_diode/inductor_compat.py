@@ -1,0 +1,357 @@
+"""Every PyTorch-version difference in Inductor's GEMM autotuning, in one place.
+
+Used by the collector (torch_diode.collect) and the Inductor hook (torch_diode.hook).
+Import is cheap; torch is imported lazily by each function.
+
+Public API
+----------
+MIN_TORCH                      oldest supported torch (tuple)
+UnsupportedTorch               raised, with the reason, when this torch cannot be driven
+require_supported_torch()      check the running torch; returns its (major, minor)
+finalize_hook_name(base=None)  "_finalize_template_configs" (>= Sept 2025) or "_finalize_mm_configs"
+make_choices_class(on_finalize, base=None)
+                               an InductorChoices subclass whose finalize hook calls
+                               on_finalize(ktcs: list, kernel_inputs, op_name) -> list of KTCs
+install_choices(cls)           context manager: Inductor uses `cls` for the duration
+ktc_params(ktc) -> dict        the per-config template kwargs (`.params.to_kwargs()` / `.kwargs`)
+ktc_extra(ktc) -> dict         per-op kwargs (ALLOW_TF32, epilogue_fn, ...)
+ktc_template_uid(ktc) -> str   e.g. "triton::mm", "aten::mm"
+choice_ktc(choice)             the KTC a ChoiceCaller was built from, or None
+feedback_saver(fn)             context manager: fn(timings, name, input_nodes, choices) after
+                               every autotune (adapts to 4..6 positional arguments)
+benchmark_interceptor(timer, gate=None)
+                               context manager: Inductor's per-choice benchmark calls timer(choice, fn)
+                               -> float ms instead of its own do_bench (choice-aware); gate(choice)
+                               may raise to skip a choice before it is loaded
+precompile_error_tap(sink)     context manager: sink(choice, exception) for each failed precompile
+set_tf32(enabled)              cuBLAS / Inductor TF32 switch across versions (returns a restore fn)
+triton_heuristics_module()     module holding CUDAConfigHeuristic (template_heuristics moved twice)
+size_hint_stub()               context manager: a V.graph stand-in so config heuristics run without
+                               a graph (CPU enumeration, tests)
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import threading
+from typing import Any, Callable
+
+MIN_TORCH = (2, 8)
+
+
+class UnsupportedTorch(RuntimeError):
+    """This torch lacks a hook the collector needs; the message says which and what to install."""
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+    parts = torch.__version__.split("+")[0].split(".")
+    return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def require_supported_torch() -> tuple[int, int]:
+    try:
+        v = torch_version()
+    except ImportError as e:
+        raise UnsupportedTorch(f"torch is not installed ({e}); the collector needs torch >= "
+                               f"{MIN_TORCH[0]}.{MIN_TORCH[1]}") from None
+    if v < MIN_TORCH:
+        raise UnsupportedTorch(f"torch {v[0]}.{v[1]} is too old: need >= {MIN_TORCH[0]}.{MIN_TORCH[1]} "
+                               "(InductorChoices template hooks and KernelTemplateChoice)")
+    finalize_hook_name()
+    return v
+
+
+def _choices_base():
+    from torch._inductor.choices import InductorChoices
+    return InductorChoices
+
+
+def finalize_hook_name(base: type | None = None) -> str:
+    base = base or _choices_base()
+    for name in ("_finalize_template_configs", "_finalize_mm_configs"):
+        if hasattr(base, name):
+            return name
+    raise UnsupportedTorch("torch._inductor.choices.InductorChoices has neither "
+                           "_finalize_template_configs nor _finalize_mm_configs")
+
+
+def make_choices_class(on_finalize: Callable[[list, Any, str], list], base: type | None = None) -> type:
+    """Subclass of InductorChoices (or `base`) routing the finalize hook to `on_finalize`.
+
+    The parent's finalize runs first (it flattens the per-template generators and
+    logs), so on_finalize sees exactly the choices Inductor would compile.
+    """
+    base = base or _choices_base()
+    name = finalize_hook_name(base)
+    parent = getattr(base, name)
+
+    # op_name follows `templates` (new) or `layout, templates` (old): find it by name.
+    names = list(inspect.signature(parent).parameters)
+    op_pos = names.index("op_name") - 3 if "op_name" in names else -1  # after self, choices, inputs
+
+    def hook(self, template_choices, kernel_inputs, *args, **kwargs):
+        ktcs = list(parent(self, template_choices, kernel_inputs, *args, **kwargs))
+        op_name = kwargs.get("op_name")
+        if op_name is None:
+            op_name = args[op_pos] if 0 <= op_pos < len(args) else ""
+        return on_finalize(ktcs, kernel_inputs, op_name)
+
+    def uuid(self) -> str:  # newer Inductor keys its caches on the handler's uuid
+        return f"torch_diode.{type(self).__name__}.{id(on_finalize):x}"
+
+    return type("DiodeChoices", (base,), {name: hook, "uuid": uuid})
+
+
+MISSING = object()  # "no choices handler cached in this thread"
+
+
+def _choices_virtual():
+    from torch._inductor import virtualized
+    v = getattr(virtualized, "_choices", None)
+    tl = getattr(virtualized, "threadlocal", None)
+    if v is None or tl is None or not hasattr(v, "_key"):
+        raise UnsupportedTorch("torch._inductor.virtualized has no _choices slot (torch too old or too new)")
+    return v, tl
+
+
+def thread_handler() -> Any:
+    """The choices handler cached in this thread, or MISSING (Inductor builds one lazily).
+
+    Inductor's `_choices_default` builds the handler from `config.inductor_choices_class`
+    on first use in a thread and caches it in a thread-local slot, so a later change of
+    the config is invisible to a thread that already compiled.
+    """
+    v, tl = _choices_virtual()
+    return getattr(tl, v._key, MISSING)
+
+
+def set_thread_handler(value: Any) -> None:
+    """Puts `value` in this thread's slot; MISSING empties it, so Inductor rebuilds from config."""
+    v, tl = _choices_virtual()
+    if value is MISSING:
+        if hasattr(tl, v._key):
+            delattr(tl, v._key)
+    else:
+        setattr(tl, v._key, value)
+
+
+@contextlib.contextmanager
+def install_choices(cls: type):
+    """Makes Inductor use a fresh `cls()` for compiles inside the block, then restores.
+
+    The thread's cached handler is cleared on entry: otherwise the handler built for an
+    earlier compile in this thread (e.g. the collector's previous problem, whose
+    closures hold that problem's state) would silently keep serving.
+    """
+    from torch._inductor import config
+    if hasattr(config, "inductor_choices_class"):
+        saved = thread_handler()
+        set_thread_handler(MISSING)
+        try:
+            with config.patch(inductor_choices_class=cls):
+                yield
+        finally:
+            set_thread_handler(saved)
+        return
+    from torch._inductor.virtualized import V
+    old = V.choices if hasattr(V, "choices") else None
+    V.set_choices_handler(cls())
+    try:
+        yield
+    finally:
+        V.set_choices_handler(old if old is not None else _choices_base()())
+
+
+def ktc_params(ktc) -> dict:
+    p = getattr(ktc, "params", None)
+    if p is not None and hasattr(p, "to_kwargs"):
+        return dict(p.to_kwargs())
+    if hasattr(ktc, "kwargs"):
+        return dict(ktc.kwargs)
+    raise UnsupportedTorch("KernelTemplateChoice has neither .params nor .kwargs")
+
+
+def ktc_extra(ktc) -> dict:
+    return dict(getattr(ktc, "extra_kwargs", None) or {})
+
+
+def ktc_template_uid(ktc) -> str:
+    t = ktc.template
+    return getattr(t, "uid", None) or getattr(t, "name", type(t).__name__)
+
+
+def choice_ktc(choice):
+    ann = getattr(choice, "annotations", None) or {}
+    return ann.get("ktc")
+
+
+def _selector_cache():
+    from torch._inductor import select_algorithm as sa
+    if hasattr(sa, "get_algorithm_selector_cache"):
+        return sa.get_algorithm_selector_cache()
+    if getattr(sa, "_ALGORITHM_SELECTOR_CACHE", None) is None:
+        sa._ALGORITHM_SELECTOR_CACHE = sa.AlgorithmSelectorCache()
+    return sa._ALGORITHM_SELECTOR_CACHE
+
+
+@contextlib.contextmanager
+def feedback_saver(fn: Callable[[dict, str, Any, list], None]):
+    """Register fn for the duration; removes only our saver (clear_feedback_savers removes all)."""
+    from torch._inductor import select_algorithm as sa
+
+    def saver(timings, name, input_nodes, choices, *rest):  # 4 args (old) .. 6 (2.11+)
+        fn(timings, name, input_nodes, choices)
+
+    sa.add_feedback_saver(saver)
+    try:
+        yield
+    finally:
+        fns = getattr(_selector_cache(), "feedback_saver_fns", None)
+        if isinstance(fns, list) and saver in fns:
+            fns.remove(saver)
+
+
+_current = threading.local()
+
+
+@contextlib.contextmanager
+def benchmark_interceptor(timer: Callable[[Any, Callable[[], Any]], float],
+                          gate: Callable[[Any], None] | None = None):
+    """Route Inductor's per-choice GPU benchmarking through timer(choice, fn) -> ms.
+
+    Inductor benchmarks a choice via AlgorithmSelectorCache.benchmark_choice ->
+    choice.benchmark -> ... -> benchmarker.benchmark_gpu(fn). We note the choice in
+    the first call and replace benchmark_gpu on the shared benchmarker instance, so
+    Inductor still builds the inputs, loads the compiled kernel and handles errors.
+    gate(choice), if given, runs before Inductor loads the choice; an exception it
+    raises makes Inductor skip the choice as failed (used for a per-problem deadline).
+    """
+    from torch._inductor import select_algorithm as sa
+    from torch._inductor.runtime import benchmarking
+
+    cls = sa.AlgorithmSelectorCache
+    if "benchmark_choice" not in cls.__dict__:
+        raise UnsupportedTorch("AlgorithmSelectorCache.benchmark_choice not found")
+    orig_choice = cls.__dict__["benchmark_choice"]
+    bm = benchmarking.benchmarker
+    had_attr = "benchmark_gpu" in bm.__dict__
+    old_attr = bm.__dict__.get("benchmark_gpu")
+    orig_gpu = bm.benchmark_gpu
+
+    inner = getattr(orig_choice, "__func__", orig_choice)
+    is_static = isinstance(orig_choice, staticmethod)
+
+    def benchmark_choice(klass, choice, autotune_args):
+        if gate is not None:
+            gate(choice)
+        _current.choice = choice
+        try:
+            return inner(choice, autotune_args) if is_static else inner(klass, choice, autotune_args)
+        finally:
+            _current.choice = None
+
+    def benchmark_gpu(fn, *args, **kwargs):
+        choice = getattr(_current, "choice", None)
+        if choice is None:  # someone else benchmarking (e.g. the final graph): leave as is
+            return orig_gpu(fn, *args, **kwargs)
+        return timer(choice, fn)
+
+    cls.benchmark_choice = classmethod(benchmark_choice)
+    bm.benchmark_gpu = benchmark_gpu
+    try:
+        yield
+    finally:
+        cls.benchmark_choice = orig_choice
+        if had_attr:
+            bm.benchmark_gpu = old_attr
+        else:
+            del bm.benchmark_gpu
+
+
+@contextlib.contextmanager
+def precompile_error_tap(sink: Callable[[Any, BaseException], None]):
+    """sink(choice, exc) for each choice whose precompile failed (when this torch reports them)."""
+    from torch._inductor import select_algorithm as sa
+    orig = getattr(sa, "_log_autotune_exceptions", None)
+    if orig is None:
+        yield
+        return
+
+    def tap(exceptions, *a, **kw):
+        for choice, exc in exceptions or ():
+            sink(choice, exc)
+        return orig(exceptions, *a, **kw)
+
+    sa._log_autotune_exceptions = tap
+    try:
+        yield
+    finally:
+        sa._log_autotune_exceptions = orig
+
+
+def set_tf32(enabled: bool) -> Callable[[], None]:
+    """Switch TF32 for cuBLAS and Inductor's ALLOW_TF32 heuristic; returns a restore function."""
+    import torch
+    m = torch.backends.cuda.matmul
+    saved = []
+    if hasattr(m, "fp32_precision"):  # 2.9+: the new precision API (Inductor reads this)
+        saved.append(("fp32_precision", m.fp32_precision))
+        m.fp32_precision = "tf32" if enabled else "ieee"
+    else:
+        saved.append(("allow_tf32", m.allow_tf32))
+        m.allow_tf32 = enabled
+
+    def restore():
+        for k, v in saved:
+            setattr(m, k, v)
+    return restore
+
+
+def triton_heuristics_module():
+    for name in ("torch._inductor.template_heuristics.triton",
+                 "torch._inductor.heuristics.triton",
+                 "torch._inductor.template_heuristics"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "CUDAConfigHeuristic"):
+            return mod
+    raise UnsupportedTorch("cannot find Inductor's CUDAConfigHeuristic (template heuristics module moved?)")
+
+
+class _HintSizeVars:
+    """Enough of GraphLowering.sizevars for config heuristics on concrete ints."""
+
+    def statically_known_true(self, expr) -> bool:
+        return bool(expr)
+
+    def __getattr__(self, name):
+        if "hint" in name:  # size_hint, optimization_hint_with_override, size_hint_with_override
+            return lambda x, *a, **kw: int(x)
+        raise AttributeError(name)
+
+
+class _StubGraph:
+    sizevars = _HintSizeVars()
+
+
+@contextlib.contextmanager
+def size_hint_stub():
+    from torch._inductor.virtualized import V
+    with V.set_graph_handler(_StubGraph()):
+        yield
+
+
+def exhaustive_flag_supported() -> bool:
+    from torch._inductor import config
+    return hasattr(config, "max_autotune_gemm_search_space")
+
+
+def signature_arity(fn) -> int:
+    try:
+        return len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return -1

@@ -1,0 +1,150 @@
+"""ctypes wrapper of libdiode_client.so, the C pull client (docs/bundle-format.md).
+
+The hook fetches and verifies signed model bundles through this library, so it
+needs no Python crypto or HTTP package. The library is found, in order, at
+``$DIODE_CLIENT_LIB`` (a file path), then in the build directories of this
+checkout (``build*/shared/bundle/libdiode_client.so*``), then by the loader's
+search path. A missing library raises ``NativeClientUnavailable`` naming every
+place that was tried.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import pathlib
+import threading
+from typing import NamedTuple, Optional
+
+__all__ = ["NativeClientUnavailable", "DiodeClientError", "PullResult", "load_library", "version", "pull", "verify"]
+
+ABI_VERSION = 1
+
+# Status codes of diode_client.h.
+OK = 0
+OK_OFFLINE = 1
+_ERROR_KINDS = {
+    -1: "argument",
+    -2: "network",
+    -3: "verify",
+    -4: "http",
+    -5: "io",
+    -6: "buffer",
+}
+
+_PATH_LEN = 4096
+_ERR_LEN = 4096
+
+
+class NativeClientUnavailable(RuntimeError):
+    """libdiode_client.so could not be found or loaded."""
+
+
+class DiodeClientError(RuntimeError):
+    """The C client refused or failed; ``kind`` is argument, network, verify, http, io or buffer."""
+
+    def __init__(self, code: int, message: str):
+        self.code = code
+        self.kind = _ERROR_KINDS.get(code, "unknown")
+        super().__init__(f"diode client {self.kind} error ({code}): {message}")
+
+
+class PullResult(NamedTuple):
+    path: pathlib.Path  # the verified bundle directory in the cache
+    offline: bool  # served from the cache because the hub was unreachable or not given
+    note: str  # why it was served offline ("" otherwise)
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+
+
+def _candidates() -> list[str]:
+    env = os.environ.get("DIODE_CLIENT_LIB")
+    if env:
+        # An explicit choice is the only one tried: silently loading another
+        # copy would hide a misconfiguration.
+        return [env]
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    found = sorted(glob.glob(str(repo / "build*" / "shared" / "bundle" / "libdiode_client.so*")))
+    # Prefer the unversioned symlink of the most recently built tree.
+    found.sort(key=lambda p: (os.path.getmtime(p), p.endswith(".so")), reverse=True)
+    return found + ["libdiode_client.so.1", "libdiode_client.so"]
+
+
+def load_library() -> ctypes.CDLL:
+    """Loads (once) and returns the library, with argument types declared."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for cand in _candidates():
+            try:
+                lib = ctypes.CDLL(cand)
+            except OSError as e:
+                tried.append(f"{cand} ({e})")
+                continue
+            _declare(lib)
+            _lib = lib
+            return lib
+        hint = "set DIODE_CLIENT_LIB to its path, or build it: cmake --build <build dir> --target diode_client"
+        raise NativeClientUnavailable("libdiode_client.so not found; tried: " + "; ".join(tried) + ". " + hint)
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    lib.diode_client_pull.argtypes = [c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t,
+                                      c.c_char_p, c.c_size_t]
+    lib.diode_client_pull.restype = c.c_int
+    lib.diode_client_verify.argtypes = [c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t]
+    lib.diode_client_verify.restype = c.c_int
+    lib.diode_client_version.argtypes = []
+    lib.diode_client_version.restype = c.c_char_p
+    v = lib.diode_client_version().decode()
+    if f"abi {ABI_VERSION}" not in v:
+        raise NativeClientUnavailable(f"libdiode_client.so reports '{v}', this wrapper needs abi {ABI_VERSION}")
+
+
+def _enc(s: Optional[os.PathLike | str]) -> Optional[bytes]:
+    return None if s is None else os.fsencode(s)
+
+
+def _root_key(root_pubkey: str | os.PathLike) -> bytes:
+    """Accepts the 64 hex characters or a file holding them (e.g. root.pub)."""
+    s = os.fspath(root_pubkey)
+    if len(s) != 64 or any(ch not in "0123456789abcdef" for ch in s):
+        p = pathlib.Path(s)
+        if p.is_file():
+            s = p.read_text()[:200].strip()
+    return s.encode()
+
+
+def version() -> str:
+    return load_library().diode_client_version().decode()
+
+
+def pull(hub_url: Optional[str], hardware_key: str, root_pubkey: str | os.PathLike,
+         cache_dir: Optional[str | os.PathLike] = None) -> PullResult:
+    """Fetches, verifies and caches the current bundle for ``hardware_key``.
+
+    ``hub_url`` None or "" uses the cache only. Raises DiodeClientError with the
+    C client's precise message when the bundle is rejected or unavailable."""
+    lib = load_library()
+    out = ctypes.create_string_buffer(_PATH_LEN)
+    err = ctypes.create_string_buffer(_ERR_LEN)
+    rc = lib.diode_client_pull(_enc(hub_url or ""), hardware_key.encode(), _enc(cache_dir), _root_key(root_pubkey), out,
+                               _PATH_LEN, err, _ERR_LEN)
+    message = err.value.decode(errors="replace")
+    if rc not in (OK, OK_OFFLINE):
+        raise DiodeClientError(rc, message)
+    return PullResult(pathlib.Path(os.fsdecode(out.value)), rc == OK_OFFLINE, message)
+
+
+def verify(bundle_dir: str | os.PathLike, root_pubkey: str | os.PathLike) -> None:
+    """Verifies a bundle directory on its own; raises DiodeClientError if it is rejected."""
+    lib = load_library()
+    err = ctypes.create_string_buffer(_ERR_LEN)
+    rc = lib.diode_client_verify(_enc(bundle_dir), _root_key(root_pubkey), err, _ERR_LEN)
+    if rc != OK:
+        raise DiodeClientError(rc, err.value.decode(errors="replace"))

@@ -1,0 +1,40 @@
+// The pull client: fetches a hardware key's current bundle from a hub,
+// verifies it against the pinned root key and the cached trust state, and
+// installs it atomically in the local cache:
+//   <cache>/trust.json            newest verified root + revoked key ids
+//   <cache>/<hw>/state.json       highest version ever accepted (rollback guard)
+//   <cache>/<hw>/<version>/       bundle.json, roots.json, model.json, weights.msgpack
+#pragma once
+#include <ctime>
+#include <string>
+
+#include "diode/bundle/crypto.h"
+
+namespace diode::bundle {
+
+std::string default_cache_dir();  // $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or ~/.cache/diode
+
+struct PullOptions {
+  std::string hub_url;  // empty: offline, from the cache only
+  std::string hardware_key;
+  std::string cache_dir;  // empty: default_cache_dir()
+  PublicKey root_key;     // the pinned root public key
+  std::time_t now = 0;    // 0: the current time
+};
+
+struct PullResult {
+  std::string path;  // the bundle directory in the cache
+  uint64_t version = 0;
+  bool offline = false;  // served from the cache because the hub was unreachable (or no hub given)
+  std::string note;      // why it was served offline
+};
+
+// Throws VerifyError (rejected data; the cache is untouched), NetworkError
+// (hub unreachable and no usable cached bundle), HttpError,
+// std::invalid_argument (bad arguments) or std::runtime_error (local I/O).
+PullResult pull(const PullOptions& opt);
+
+// The cached current bundle, re-verified against the cached trust state.
+PullResult cached(const PullOptions& opt);
+
+}  // namespace diode::bundle

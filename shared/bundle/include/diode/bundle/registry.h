@@ -1,0 +1,50 @@
+// The registry on disk, served as is by the hub:
+//   <root>/<hw>/index.json                GET /v1/models/{hw}/index
+//   <root>/<hw>/<version>/<file>          GET /v1/models/{hw}/{version}/{file}
+// A version directory is complete before it appears (staged, then renamed)
+// and never changes afterwards; index.json is replaced last, atomically.
+#pragma once
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "diode/bundle/keystore.h"
+
+namespace diode::bundle {
+
+std::string default_registry_dir();
+
+struct PublishOptions {
+  int expires_days = 180;                          // bundle and index expiry
+  std::vector<std::string> tested_torch_versions;  // default: training.torch_version
+  std::time_t now = 0;                             // 0 = the current time
+};
+
+struct PublishResult {
+  std::string hardware_key;
+  uint64_t version = 0;
+  std::string dir;  // <root>/<hw>/<version>
+};
+
+// Checks the model directory, signs it with the current targets keys as the
+// next version for its hardware key, and switches the index to it.
+// Safe against concurrent publishers (a lock file per hardware key).
+PublishResult publish(const std::string& registry_root, const std::string& model_dir, const SigningKeys& keys,
+                      const PublishOptions& opt = {});
+
+// Re-signs <hw>/index.json for its current version with a new expiry and the
+// key directory's current root chain (freshness without a new version, as a
+// TUF timestamp does). The bundle's own expiry still applies. Returns the version.
+uint64_t refresh_index(const std::string& registry_root, const std::string& hardware_key, const SigningKeys& keys,
+                       int expires_days, std::time_t now = 0);
+
+struct RegistryEntry {
+  std::string hardware_key;
+  uint64_t current = 0;            // the version index.json names
+  std::vector<uint64_t> versions;  // every version directory, ascending
+  std::string expires;             // of index.json
+};
+// Every hardware key with an index.json, sorted by key.
+std::vector<RegistryEntry> list_registry(const std::string& registry_root);
+
+}  // namespace diode::bundle

@@ -1,0 +1,204 @@
+#include "diode/bundle/client.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+
+#include "diode/bundle/bundle.h"
+#include "diode/bundle/http_fetch.h"
+#include "diode/bundle/model_dir.h"
+#include "diode/hardware.h"
+#include "diode/io.h"
+
+namespace fs = std::filesystem;
+
+namespace diode::bundle {
+
+namespace {
+class CacheLock {
+ public:
+  explicit CacheLock(const fs::path& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0)
+      throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+  }
+  ~CacheLock() { ::close(fd_); }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// A staging directory that is removed unless committed.
+class Staging {
+ public:
+  explicit Staging(const fs::path& parent) {
+    std::random_device rd;
+    path_ = parent / (".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~Staging() {
+    std::error_code ec;
+    if (!committed_) fs::remove_all(path_, ec);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  const fs::path& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  fs::path path_;
+  bool committed_ = false;
+};
+
+std::optional<TrustState> load_trust(const fs::path& cache) {
+  const fs::path p = cache / "trust.json";
+  if (!fs::exists(p)) return std::nullopt;
+  return TrustState::from_json(parse_untrusted_json(io::read_file(p.string(), 4 * kMaxMetadataBytes), "trust.json",
+                                                    4 * kMaxMetadataBytes));
+}
+
+uint64_t load_highest(const fs::path& hw_dir) {
+  const fs::path p = hw_dir / "state.json";
+  if (!fs::exists(p)) return 0;
+  return get_uint(parse_untrusted_json(io::read_file(p.string(), 4096), "state.json"), "highest_version", "state.json");
+}
+
+void check_args(const PullOptions& opt) {
+  if (!is_valid_hardware_key(opt.hardware_key))
+    throw std::invalid_argument("\"" + opt.hardware_key.substr(0, 80) + "\" is not a valid hardware key");
+  if (opt.root_key.raw.size() != 32) throw std::invalid_argument("the pinned root key must be 32 bytes (64 hex characters)");
+}
+
+std::string cache_of(const PullOptions& opt) { return opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir; }
+std::time_t now_of(const PullOptions& opt) { return opt.now ? opt.now : std::time(nullptr); }
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("DIODE_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/diode";
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) throw std::invalid_argument("HOME is not set; pass a cache directory");
+  return std::string(home) + "/.cache/diode";
+}
+
+PullResult cached(const PullOptions& opt) {
+  check_args(opt);
+  const fs::path cache(cache_of(opt));
+  const fs::path hw_dir = cache / opt.hardware_key;
+  const auto trust = load_trust(cache);
+  const uint64_t v = fs::exists(hw_dir) ? load_highest(hw_dir) : 0;
+  if (!trust || v == 0)
+    throw NetworkError("no cached bundle for " + opt.hardware_key + " in " + cache.string() + "; pull it online first");
+  if (trust->anchor != opt.root_key.keyid())
+    throw VerifyError("the cache's trust state is anchored to root key " + trust->anchor.substr(0, 16) +
+                      ", not the given root key " + opt.root_key.keyid().substr(0, 16));
+  const fs::path dir = hw_dir / std::to_string(v);
+  verify_bundle_dir_with(dir.string(), *trust, now_of(opt), opt.hardware_key, v);
+  return {dir.string(), v, true, ""};
+}
+
+PullResult pull(const PullOptions& opt) {
+  check_args(opt);
+  if (opt.hub_url.empty()) {
+    PullResult r = cached(opt);
+    r.note = "no hub given";
+    return r;
+  }
+  const std::string hub = check_hub_url(opt.hub_url);
+  const std::time_t now = now_of(opt);
+  const fs::path cache(cache_of(opt));
+  const fs::path hw_dir = cache / opt.hardware_key;
+  // One lock for the whole cache: trust.json is shared by every hardware key,
+  // and two pulls must not race it backwards. Nothing is created for this
+  // hardware key until a bundle has verified.
+  fs::create_directories(cache);
+  CacheLock lock(cache / "pull.lock");
+
+  const std::string base = hub + "/v1/models/" + opt.hardware_key;
+  std::string index_text;
+  try {
+    index_text = http_get(base + "/index", kMaxMetadataBytes, "index.json");
+  } catch (const NetworkError& e) {
+    // The hub is down: a bundle we verified before is still good (until it expires).
+    PullResult r;
+    try {
+      r = cached(opt);
+    } catch (const NetworkError&) {
+      throw e;
+    }
+    r.note = e.what();
+    return r;
+  }
+
+  const std::optional<TrustState> old_trust = load_trust(cache);
+  const uint64_t highest = load_highest(hw_dir);
+  const json index_doc = parse_untrusted_json(index_text, "index.json");
+  if (index_doc.size() != 2) throw VerifyError("index.json: must hold exactly \"index\" and \"roots\"");
+  const TrustState trust = update_trust(field(index_doc, "roots", "index.json"), opt.root_key, old_trust, now);
+  const IndexMeta idx = verify_index_envelope(field(index_doc, "index", "index.json"), trust, now, opt.hardware_key);
+  if (idx.version < highest)
+    throw VerifyError("rollback: the hub offers version " + std::to_string(idx.version) + " of " + opt.hardware_key +
+                      ", but this client already accepted version " + std::to_string(highest));
+
+  const fs::path final_dir = hw_dir / std::to_string(idx.version);
+  auto save_state = [&] {
+    // Trust and the rollback counter move forward only after everything verified.
+    io::write_file_atomic((cache / "trust.json").string(), trust.to_json().dump() + "\n");
+    const json st = {{"hardware_key", opt.hardware_key}, {"highest_version", idx.version}};
+    io::write_file_atomic((hw_dir / "state.json").string(), st.dump() + "\n");
+  };
+  if (fs::exists(final_dir)) {
+    try {
+      verify_bundle_dir_with(final_dir.string(), trust, now, opt.hardware_key, idx.version);
+      if (sha256_hex(io::read_file((final_dir / "bundle.json").string(), kMaxMetadataBytes)) == idx.bundle.sha256) {
+        save_state();
+        return {final_dir.string(), idx.version, false, "already cached"};
+      }
+    } catch (const VerifyError&) {
+      // A damaged or stale copy: fetch it again below and replace it.
+    }
+  }
+
+  const std::string bundle_text = http_get(base + "/" + std::to_string(idx.version) + "/bundle.json", idx.bundle.size,
+                                           "bundle.json");
+  if (bundle_text.size() != idx.bundle.size || sha256_hex(bundle_text) != idx.bundle.sha256)
+    throw VerifyError("bundle.json: " + std::to_string(bundle_text.size()) +
+                      " bytes whose SHA-256 does not match the signed index (truncated or altered)");
+  const json env = parse_untrusted_json(bundle_text, "bundle.json");
+  const BundleMeta meta = verify_bundle_envelope(env, trust, now, opt.hardware_key, idx.version);
+
+  // Staged beside the cache's hardware directories (same file system, so the
+  // final rename is atomic); hw_dir itself appears only once all verified.
+  Staging stage(cache);
+  for (const auto& [name, entry] : meta.files) {
+    const std::string bytes = http_get(base + "/" + std::to_string(idx.version) + "/" + name, entry.size, name);
+    verify_bundle_file(meta, name, bytes);
+    io::write_file_atomic((stage.path() / name).string(), bytes);
+  }
+  io::write_file_atomic((stage.path() / "bundle.json").string(), bundle_text);
+  io::write_file_atomic((stage.path() / "roots.json").string(), json{{"roots", index_doc["roots"]}}.dump() + "\n");
+  verify_bundle_dir_with(stage.path().string(), trust, now, opt.hardware_key, idx.version);
+
+  fs::create_directories(hw_dir);
+  if (fs::exists(final_dir)) {
+    const fs::path old = hw_dir / (".old-" + std::to_string(idx.version) + "-" + std::to_string(::getpid()));
+    fs::rename(final_dir, old);
+    fs::remove_all(old);
+  }
+  fs::rename(stage.path(), final_dir);
+  stage.commit();
+  io::fsync_dir(hw_dir.string());
+  save_state();
+  return {final_dir.string(), idx.version, false, ""};
+}
+
+}  // namespace diode::bundle
