@@ -1,11 +1,175 @@
-// diode-hub: placeholder entry point until its issue lands (see issues).
+// diode-hub: durable ZeroMQ ingest of timing shards, the dataset store,
+// community contributions and the HTTP API. See docs/ingest-protocol.md and
+// docs/api.md.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <iostream>
+#include <thread>
+
+#include "diode/io.h"
+#include "diode/zmq_security.h"
+#include "src/committer.h"
+#include "src/http_server.h"
+#include "src/ingest.h"
+#include "src/store.h"
+
+namespace {
+
+struct Config {
+  std::string data = "hub-data";
+  std::string ingest = "tcp://127.0.0.1:5557";
+  std::string http = "127.0.0.1:8080";
+  std::string server_key, allowlist, token_file, ready_file;
+  size_t max_frame = 256u << 20;
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  unsigned http_threads = 4;
+  uint64_t segment_mib = 1024;
+  bool known_hardware_only = false;
+  std::string log_level = "info";
+};
+
+std::pair<std::string, int> parse_host_port(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) throw std::runtime_error("--http wants HOST:PORT, got '" + s + "'");
+  int port = -1;
+  try {
+    port = std::stoi(s.substr(colon + 1));
+  } catch (...) {
+  }
+  if (port < 0 || port > 65535) throw std::runtime_error("--http: bad port in '" + s + "'");
+  return {s.substr(0, colon), port};
+}
+
+std::string read_token(const std::string& path) {
+  std::string t = diode::io::read_file(path, 4096);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.size() < 16) throw std::runtime_error(path + ": write token must be at least 16 characters");
+  for (char c : t)
+    if (std::isspace(static_cast<unsigned char>(c)) || !std::isprint(static_cast<unsigned char>(c)))
+      throw std::runtime_error(path + ": write token must be printable, without spaces");
+  return t;
+}
+
+int run(const Config& c) {
+  spdlog::set_level(spdlog::level::from_str(c.log_level));
+  // Block the shutdown signals in every thread we start; main waits for them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  // Name the flag in every startup error: "cannot read X" alone leaves the operator guessing.
+  auto with_flag = [](const char* flag, auto&& load) {
+    try {
+      return load();
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(flag) + ": " + e.what());
+    }
+  };
+  auto server_key = with_flag("--server-key", [&] { return diode::net::load_curve_keypair(c.server_key); });
+  if (server_key.secret_z85.empty()) throw std::runtime_error(c.server_key + ": the hub needs the secret key");
+  auto allow = with_flag("--allowlist", [&] { return diode::net::load_allowlist(c.allowlist); });
+  if (allow.empty()) spdlog::warn("allowlist {} is empty: every agent will be refused", c.allowlist);
+  std::string token;
+  if (c.token_file.empty()) spdlog::warn("no --write-token-file: HTTP writes (contributions) are disabled");
+  else token = with_flag("--write-token-file", [&] { return read_token(c.token_file); });
+  auto [host, port] = parse_host_port(c.http);
+
+  diode::hub::Store::Options so;
+  so.dir = c.data;
+  so.segment_max_bytes = c.segment_mib << 20;
+  so.allow_new_hardware = !c.known_hardware_only;
+  diode::hub::Store store(so);
+  const auto& rec = store.recovery();
+  auto totals = store.totals();
+  spdlog::info("store {}: {} shards, {} records; recovery checked {} segment(s), truncated {} bytes in {}", c.data,
+               totals.shards, totals.records, rec.segments, rec.truncated_bytes, rec.truncated_segments);
+
+  diode::hub::Metrics metrics;
+  diode::hub::Committer committer(store);
+  zmq::context_t ctx(1);
+  diode::hub::IngestOptions io;
+  io.endpoint = c.ingest;
+  io.server_key = server_key;
+  io.allowlist = allow;
+  io.max_frame_bytes = c.max_frame;
+  io.workers = c.workers;
+  auto ingest = std::make_unique<diode::hub::IngestServer>(ctx, io, committer, metrics);
+  ingest->start();
+
+  diode::hub::HttpOptions ho;
+  ho.host = host;
+  ho.port = port;
+  ho.write_token = token;
+  ho.threads = c.http_threads;
+  auto* ing = ingest.get();
+  diode::hub::HttpServer http(ho, store, committer, metrics, [&store, ing] {
+    auto t = store.totals();
+    return std::map<std::string, double>{{"diode_hub_store_shards", double(t.shards)},
+                                         {"diode_hub_store_records", double(t.records)},
+                                         {"diode_hub_store_bytes", double(t.bytes)},
+                                         {"diode_hub_zap_refused", double(ing->zap_refused())},
+                                         {"diode_hub_ingest_inflight_bytes", double(ing->inflight_bytes())}};
+  });
+  http.start();
+  spdlog::info("diode-hub {} ready: ingest {} ({} decode workers), http {}:{}", DIODE_VERSION, c.ingest, c.workers,
+               host, http.port());
+  if (!c.ready_file.empty())
+    diode::io::write_file_atomic(c.ready_file, nlohmann::json{{"http_port", http.port()}, {"pid", ::getpid()}}.dump());
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  spdlog::info("{} received: draining", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.stop();
+  ingest->stop();
+  committer.stop();
+  ingest.reset();
+  spdlog::info("diode-hub stopped cleanly");
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"diode-hub (not implemented yet)", "diode-hub"};
+  CLI::App app{"diode-hub: durable ingest, dataset store and HTTP API of the diode fleet", "diode-hub"};
   app.set_version_flag("--version", std::string("diode-hub ") + DIODE_VERSION);
+  Config c;
+  app.add_option("--data", c.data, "Store directory (catalog.sqlite, segments/, models/)")->capture_default_str();
+  app.add_option("--ingest", c.ingest, "ZeroMQ endpoint to bind for agents")->capture_default_str();
+  app.add_option("--http", c.http, "HOST:PORT of the HTTP API (port 0: any free port)")->capture_default_str();
+  std::string generate_key;
+  app.add_option("--generate-key", generate_key, "Write a new CurveZMQ key pair to FILE (mode 0600), print its public key, exit");
+  app.add_option("--server-key", c.server_key, "CurveZMQ key pair of the hub (JSON key file) [required]");
+  app.add_option("--allowlist", c.allowlist, "Agent public keys admitted to ingest, one per line [required]");
+  app.add_option("--write-token-file", c.token_file, "File holding the bearer token for HTTP writes");
+  app.add_option("--max-frame-bytes", c.max_frame, "Largest shard frame accepted (ERR too_large above)")
+      ->check(CLI::Range(size_t{1024}, size_t{256u << 20}))
+      ->capture_default_str();
+  app.add_option("--workers", c.workers, "Shard decode threads")->check(CLI::Range(1u, 64u))->capture_default_str();
+  app.add_option("--http-threads", c.http_threads, "HTTP worker threads")->check(CLI::Range(1u, 64u))->capture_default_str();
+  app.add_option("--segment-mib", c.segment_mib, "Roll segment files at this size")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  app.add_flag("--known-hardware-only", c.known_hardware_only, "Refuse shards of hardware not seen before");
+  app.add_option("--ready-file", c.ready_file, "Write {\"http_port\", \"pid\"} here once serving");
+  app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  std::cerr << "diode-hub: not implemented yet\n";
-  return 3;
+  try {
+    if (!generate_key.empty()) {
+      auto kp = diode::net::generate_curve_keypair();
+      diode::net::save_curve_keypair(generate_key, kp);
+      std::cout << kp.public_z85 << "\n";
+      return 0;
+    }
+    if (c.server_key.empty() || c.allowlist.empty())
+      throw std::runtime_error("--server-key and --allowlist are required (see --help)");
+    return run(c);
+  } catch (const std::exception& e) {
+    std::cerr << "diode-hub: " << e.what() << "\n";
+    return 2;
+  }
 }

@@ -1,11 +1,131 @@
-// diode-train: placeholder entry point until its issue lands (see issues).
+// diode-train: data-parallel training of one hardware's ranking model.
+//   mpirun -np N diode-train --hardware nvidia-h100-80gb --data DIR --out MODEL_DIR
+// Every rank runs this same program (see src/trainer.h for the protocol);
+// rank 0 prints progress, judges the model on the held-out test problems and
+// writes the model directory (docs/model-format.md).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <torch/version.h>
+
+#include "comm.h"
+#include "diode/dataset.h"
+#include "diode/hardware.h"
+#include "diode/sha256.h"
+#include "model_format.h"
+#include "problem_set.h"
+#include "trainer.h"
+#include "validate.h"
+
+namespace {
+
+using namespace diode;
+using namespace diode::models;
+
+std::string dataset_id(const Dataset& d) {
+  std::vector<std::string> hashes;
+  for (const auto& s : d.shards) hashes.emplace_back(reinterpret_cast<const char*>(s.sha256.data()), 32);
+  std::sort(hashes.begin(), hashes.end());
+  std::string all;
+  for (const auto& h : hashes) all += h;
+  return to_hex(sha256(all));
+}
+
+int run(int argc, char** argv, const Comm& comm) {
+  CLI::App app{"diode-train: learn a per-hardware GEMM config ranking model (LibTorch + MPI data parallel)",
+               "diode-train"};
+  app.set_version_flag("--version", std::string("diode-train ") + DIODE_VERSION);
+  std::string hardware, data, out, loss = "listwise";
+  bool include_community = false, quiet = false;
+  TrainOptions o;
+  app.add_option("--hardware", hardware, "hardware key the model is for; the data must match")->required();
+  app.add_option("--data", data, "dataset: exported dataset file, shard file or directory of shards")->required();
+  app.add_option("--out", out, "model directory to write")->required();
+  app.add_option("--seed", o.seed, "seed (a run is deterministic for a given seed and rank count)");
+  app.add_option("--epochs", o.epochs, "training epochs")->check(CLI::Range(1, 100000));
+  app.add_option("--hidden", o.hidden, "hidden width")->check(CLI::Range(1, 8192));
+  app.add_option("--blocks", o.blocks, "residual blocks")->check(CLI::Range(0, 64));
+  app.add_option("--activation", o.activation, "silu or relu")->check(CLI::IsMember({"silu", "relu"}));
+  app.add_option("--loss", loss, "mse, pairwise (RankNet) or listwise (ListNet)")
+      ->check(CLI::IsMember({"mse", "pairwise", "listwise"}));
+  app.add_option("--lr", o.lr, "peak learning rate (AdamW, cosine decay)")->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--mse-weight", o.mse_weight, "weight of the MSE term added to ranking losses")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature", o.listwise_temperature, "listwise softmax temperature (log-time units)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--problems-per-batch", o.problems_per_batch, "problems per step per rank")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--configs-per-problem", o.configs_per_problem, "configs sampled per problem per step")
+      ->check(CLI::Range(2, 100000));
+  app.add_flag("--include-community", include_community, "also train on community-contributed shards");
+  app.add_flag("--quiet", quiet, "no per-epoch progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parses the same arguments; only rank 0 speaks.
+    if (comm.rank() == 0) return app.exit(e);
+    return e.get_exit_code();
+  }
+  o.loss = parse_loss(loss);
+  if (!is_valid_hardware_key(hardware)) throw std::invalid_argument("--hardware: '" + hardware + "' is not a hardware key");
+
+  const Dataset d = load_dataset(data);
+  if (d.shards.empty()) throw std::runtime_error(data + ": dataset has no shards");
+  GroupOptions go;
+  go.hardware_key = hardware;
+  go.include_community = include_community;
+  const auto groups = group_by_problem(d, go);
+  const uint64_t sm_count = d.shards.front().hardware.sm_count;
+  // Refuse before spending the training time: a model must be judged on held-out problems.
+  const auto test_idx = split_indices(groups, "test");
+  const size_t test_ok = size_t(std::count_if(test_idx.begin(), test_idx.end(),
+                                              [&](size_t i) { return groups[i].has_triton_ok(); }));
+  if (test_ok == 0 || split_indices(groups, "train").empty())
+    throw std::runtime_error(data + ": " + std::to_string(groups.size()) +
+                             " problems leave the train or test split (80/10/10 by problem hash) without a "
+                             "problem with an ok Triton timing; collect more problems");
+  if (comm.rank() == 0 && !quiet)
+    std::cout << "diode-train: " << groups.size() << " problems, " << d.record_count() << " records, hardware "
+              << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss) << std::endl;
+
+  TrainResult r = train(groups, hardware, sm_count, o, comm, quiet ? nullptr : &std::cout);
+  if (comm.rank() != 0) return 0;
+
+  ModelDir& m = r.model;
+  const Evaluation ev = evaluate_model(m, hardware, groups, split_indices(groups, "test"));
+  m.metrics = ev.metrics.to_json();
+  m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
+               {"hardware_key", d.hardware_key}, {"include_community", include_community}};
+  m.training = {{"seed", o.seed}, {"ranks", comm.size()}, {"epochs", o.epochs}, {"loss", to_string(o.loss)},
+                {"torch_version", TORCH_VERSION}, {"lr", o.lr}, {"weight_decay", o.weight_decay},
+                {"mse_weight", o.mse_weight}, {"temperature", o.listwise_temperature},
+                {"problems_per_batch", o.problems_per_batch}, {"configs_per_problem", o.configs_per_problem},
+                {"weights_checksum", r.weights_checksum}, {"seconds", r.seconds},
+                {"samples_per_s", r.samples_per_s}};
+  save_model_dir(out, m);
+  std::cout << "test split:\n" << format_metrics(ev.metrics);
+  char cs[32];
+  std::snprintf(cs, sizeof cs, "%016llx", static_cast<unsigned long long>(r.weights_checksum));
+  std::cout << "weights checksum " << cs << " (identical on all " << comm.size() << " ranks); model written to "
+            << out << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"diode-train (not implemented yet)", "diode-train"};
-  app.set_version_flag("--version", std::string("diode-train ") + DIODE_VERSION);
-  CLI11_PARSE(app, argc, argv);
-  std::cerr << "diode-train: not implemented yet\n";
-  return 3;
+  diode::models::MpiSession mpi(&argc, &argv);
+  const diode::models::Comm comm;
+  try {
+    return run(argc, argv, comm);
+  } catch (const std::exception& e) {
+    // Errors from bad input are the same on every rank; MPI_Abort also stops
+    // ranks that are already waiting in a collective.
+    if (comm.size() == 1) {
+      std::cerr << "diode-train: error: " << e.what() << std::endl;
+      return 2;
+    }
+    comm.abort(std::string("error: ") + e.what(), 2);
+  }
 }

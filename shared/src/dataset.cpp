@@ -212,6 +212,8 @@ Dataset load_dataset(const std::string& path) {
 }
 
 void save_dataset(const std::string& path, const Dataset& d) {
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   std::string bytes = wire::encode(d);
   if (path.ends_with(".gz")) bytes = gz::compress(bytes);
   io::write_file_atomic(path, bytes);

@@ -26,6 +26,8 @@ std::vector<std::string> FeatureSpec::names() const {
   return n;
 }
 
+size_t FeatureSpec::size() const { return base_feature_names().size() + templates.size(); }
+
 namespace {
 double lg(double x) { return std::log2(std::max(x, 1.0)); }
 double ceil_div(double a, double b) { return std::ceil(a / b); }

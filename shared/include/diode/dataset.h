@@ -41,7 +41,8 @@ bool looks_gzipped(std::string_view data);
 // naming the file.
 Dataset load_dataset(const std::string& path);
 
-// Writes a dataset message, gzip-compressed when path ends in ".gz", atomically.
+// Writes a dataset message, gzip-compressed when path ends in ".gz", atomically
+// (creating missing parent directories).
 void save_dataset(const std::string& path, const Dataset& d);
 
 // Reads one shard file (.msgpack or .msgpack.gz).

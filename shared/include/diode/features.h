@@ -24,7 +24,8 @@ struct FeatureSpec {
   // Names in order. The base names are fixed by version; one "template=<id>"
   // per vocabulary entry follows them.
   std::vector<std::string> names() const;
-  size_t size() const { return names().size(); }
+  // Number of features; cheap (names() builds strings, size() does not).
+  size_t size() const;
 
   nlohmann::json to_json() const;
   // Strict: wrong version, wrong lengths or types throw WireError.

@@ -1,0 +1,33 @@
+// The agent's local spool: a shard stays here, fsync'd, from the moment the
+// runner produced it until the hub ACKs it, so a hub outage or an agent crash
+// loses nothing. Each entry is <key>.msgpack (the shard) plus <key>.json (its
+// lease); the .json is written last, so an entry without it is incomplete and
+// dropped (its lease expires and the shard is re-run). One Spool per worker
+// thread; it is not shared between threads.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace diode::agent {
+
+struct SpoolEntry {
+  std::string shard_id, lease_id, sha256_hex;
+  uint64_t records = 0;
+  std::string shard_path;  // the .msgpack file
+};
+
+class Spool {
+ public:
+  explicit Spool(std::string dir);
+  SpoolEntry put(const SpoolEntry& meta, const std::string& shard_bytes);
+  // Complete entries; removes half-written ones (a .msgpack without .json).
+  std::vector<SpoolEntry> list();
+  std::string read(const SpoolEntry& e) const;
+  void remove(const SpoolEntry& e);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace diode::agent

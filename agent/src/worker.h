@@ -1,0 +1,61 @@
+// One worker per GPU: registers with the coordinator, asks for work, runs each
+// leased shard while heartbeating the lease, spools the result, pushes it to
+// the hub until ACKed, then reports completion (docs/protocol.md#agent).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <zmq.hpp>
+
+#include "clients.h"
+#include "diode/types.h"
+#include "diode/zmq_security.h"
+#include "runner.h"
+#include "spool.h"
+
+namespace diode::agent {
+
+struct WorkerConfig {
+  std::string name;  // "host/gpu0"
+  HardwareId hardware;
+  net::CurveKeyPair keys;
+  std::string coordinator, coordinator_key, hub, hub_key;
+  std::string spool_dir;
+  std::string runner_name;
+  int request_timeout_ms = 3000;  // coordinator replies
+  int push_timeout_ms = 15000;    // hub ACK of one shard
+  int backoff_initial_ms = 250, backoff_max_ms = 30000;
+};
+
+class Worker {
+ public:
+  Worker(zmq::context_t& ctx, WorkerConfig cfg, Runner& runner, const std::atomic<bool>& stop);
+  void run();
+  uint64_t completed() const { return completed_; }
+
+ private:
+  enum class Beat { ok, lost, no_reply };
+  bool register_self();
+  Beat heartbeat(const std::string& lease_id);
+  void work_on(const fleet::Frames& lease);
+  // Pushes a spooled shard until the hub ACKs it (or, once stopping, gives up
+  // and leaves it spooled), then reports the completion.
+  bool deliver(const SpoolEntry& e, const std::string& heartbeat_lease);
+  bool report_complete(const SpoolEntry& e, const std::string& hub_result);
+  void report_fail(const std::string& lease_id, const std::string& reason);
+  void drain_spool();
+  // Sleeps up to ms, returning early when stopping; heartbeats the lease if given.
+  void pause(int64_t ms, const std::string& lease = {});
+  int next_backoff(int& current);
+
+  WorkerConfig cfg_;
+  Runner& runner_;
+  const std::atomic<bool>& stop_;
+  ReqClient coord_, hub_;
+  Spool spool_;
+  Producer producer_;
+  int64_t heartbeat_ms_ = 1000, last_beat_ = 0;
+  uint64_t completed_ = 0;
+};
+
+}  // namespace diode::agent

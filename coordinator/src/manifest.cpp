@@ -1,0 +1,375 @@
+#include "manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "diode/io.h"
+#include "diode/sha256.h"
+
+namespace diode::fleet {
+
+namespace {
+
+std::string join_errors(const std::vector<std::string>& errors) {
+  std::string out;
+  for (const auto& e : errors) out += (out.empty() ? "" : "\n") + e;
+  return out;
+}
+
+// Collects errors with positions instead of stopping at the first one, so a
+// requester fixes a manifest in one round.
+class Checker {
+ public:
+  explicit Checker(std::string file) : file_(std::move(file)) {}
+
+  void error(const YAML::Mark& mark, const std::string& field, const std::string& msg) {
+    std::string where = file_;
+    if (!mark.is_null()) where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+    errors_.push_back(where + ": " + field + ": " + msg);
+  }
+  void error(const YAML::Node& n, const std::string& field, const std::string& msg) { error(n.Mark(), field, msg); }
+
+  // A mapping whose keys are all in `allowed`; `required` keys must be present.
+  bool mapping(const YAML::Node& n, const std::string& path, const std::set<std::string>& allowed,
+               const std::set<std::string>& required = {}) {
+    if (!n.IsMap()) {
+      error(n, path, "expected a mapping");
+      return false;
+    }
+    for (const auto& kv : n) {
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (!allowed.count(key)) error(kv.first, path.empty() ? key : path + "." + key, "unknown field");
+    }
+    for (const auto& r : required)
+      if (!n[r]) error(n, path.empty() ? r : path + "." + r, "missing required field");
+    return true;
+  }
+
+  bool scalar(const YAML::Node& n, const std::string& path, const char* want) {
+    if (n.IsScalar()) return true;
+    error(n, path, std::string("expected ") + want);
+    return false;
+  }
+
+  std::string str(const YAML::Node& n, const std::string& path, size_t max_len = 256) {
+    if (!scalar(n, path, "a string")) return {};
+    if (n.Scalar().size() > max_len) error(n, path, "longer than " + std::to_string(max_len) + " characters");
+    return n.Scalar();
+  }
+
+  uint64_t uint(const YAML::Node& n, const std::string& path, uint64_t lo, uint64_t hi) {
+    if (!scalar(n, path, "an integer")) return lo;
+    const std::string& s = n.Scalar();
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) {
+      error(n, path, "expected a non-negative integer, got '" + s + "'");
+      return lo;
+    }
+    if (v < lo || v > hi) {
+      error(n, path, s + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+    return v;
+  }
+
+  int64_t sint(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi) {
+    if (!scalar(n, path, "an integer")) return lo;
+    const std::string& s = n.Scalar();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) {
+      error(n, path, "expected an integer, got '" + s + "'");
+      return lo;
+    }
+    if (v < lo || v > hi) {
+      error(n, path, s + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+    return v;
+  }
+
+  double real(const YAML::Node& n, const std::string& path, double lo, double hi) {
+    if (!scalar(n, path, "a number")) return lo;
+    const std::string& s = n.Scalar();
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
+      error(n, path, "expected a finite number, got '" + s + "'");
+      return lo;
+    }
+    if (v < lo || v > hi) {
+      error(n, path, s + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+    return v;
+  }
+
+  bool boolean(const YAML::Node& n, const std::string& path) {
+    if (!scalar(n, path, "true or false")) return false;
+    if (n.Scalar() == "true") return true;
+    if (n.Scalar() == "false") return false;
+    error(n, path, "expected true or false, got '" + n.Scalar() + "'");
+    return false;
+  }
+
+  bool sequence(const YAML::Node& n, const std::string& path, size_t min_len, size_t max_len) {
+    if (!n.IsSequence()) {
+      error(n, path, "expected a list");
+      return false;
+    }
+    if (n.size() < min_len || n.size() > max_len) {
+      error(n, path, "expected " + std::to_string(min_len) + ".." + std::to_string(max_len) + " entries, got " +
+                         std::to_string(n.size()));
+      return false;
+    }
+    return true;
+  }
+
+  std::vector<std::string> enum_list(const YAML::Node& n, const std::string& path,
+                                     const std::set<std::string>& allowed) {
+    std::vector<std::string> out;
+    if (!sequence(n, path, 1, allowed.size())) return out;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < n.size(); ++i) {
+      std::string p = path + "[" + std::to_string(i) + "]";
+      std::string v = str(n[i], p);
+      if (!allowed.count(v)) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        error(n[i], p, "'" + v + "' is not one of " + list);
+      } else if (!seen.insert(v).second) {
+        error(n[i], p, "duplicate '" + v + "'");
+      } else {
+        out.push_back(v);
+      }
+    }
+    return out;
+  }
+
+  std::vector<uint64_t> dims(const YAML::Node& n, const std::string& path, uint64_t lo, uint64_t hi) {
+    std::vector<uint64_t> out;
+    if (!sequence(n, path, 1, 4096)) return out;
+    for (size_t i = 0; i < n.size(); ++i) out.push_back(uint(n[i], path + "[" + std::to_string(i) + "]", lo, hi));
+    return out;
+  }
+
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::string file_;
+  std::vector<std::string> errors_;
+};
+
+void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
+  if (!c.mapping(n, "hardware", {"vendor", "device_name", "compute_capability", "min_memory_gib"}, {"device_name"}))
+    return;
+  if (n["vendor"]) {
+    hw.vendor = c.str(n["vendor"], "hardware.vendor");
+    if (hw.vendor != "nvidia" && hw.vendor != "amd" && hw.vendor != "cpu")
+      c.error(n["vendor"], "hardware.vendor", "'" + hw.vendor + "' is not one of amd, cpu, nvidia");
+  }
+  hw.device_pattern = c.str(n["device_name"], "hardware.device_name");
+  if (hw.device_pattern.empty()) c.error(n["device_name"], "hardware.device_name", "empty pattern");
+  try {
+    std::regex re(hw.device_pattern, std::regex::ECMAScript | std::regex::icase);
+  } catch (const std::regex_error& e) {
+    c.error(n["device_name"], "hardware.device_name", std::string("invalid regular expression: ") + e.what());
+  }
+  if (const auto& cc = n["compute_capability"]) {
+    if (cc.IsScalar()) {
+      hw.compute_capabilities.push_back(c.str(cc, "hardware.compute_capability", 16));
+    } else if (c.sequence(cc, "hardware.compute_capability", 1, 32)) {
+      for (size_t i = 0; i < cc.size(); ++i)
+        hw.compute_capabilities.push_back(c.str(cc[i], "hardware.compute_capability[" + std::to_string(i) + "]", 16));
+    }
+    static const std::regex cc_re("[0-9]+\\.[0-9]+|gfx[0-9a-f]+");
+    for (const auto& v : hw.compute_capabilities)
+      if (!std::regex_match(v, cc_re)) c.error(cc, "hardware.compute_capability", "'" + v + "' is not like 9.0");
+  }
+  if (n["min_memory_gib"])
+    hw.min_memory_bytes = static_cast<uint64_t>(c.real(n["min_memory_gib"], "hardware.min_memory_gib", 0, 1 << 20) *
+                                                static_cast<double>(1ull << 30));
+}
+
+void parse_lognormal(Checker& c, const YAML::Node& n, const std::string& path, LogNormal& ln) {
+  if (!c.mapping(n, path, {"mean", "std"}, {"mean", "std"})) return;
+  if (n["mean"]) ln.mean = c.real(n["mean"], path + ".mean", 0.0, 25.0);
+  if (n["std"]) ln.std = c.real(n["std"], path + ".std", 0.0, 10.0);
+}
+
+void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
+  const std::string path = "sweep.shapes";
+  if (!c.mapping(n, path, {"distribution", "m", "n", "k", "round_to", "min", "max", "shapes", "batch"},
+                 {"distribution"}))
+    return;
+  std::string dist = c.str(n["distribution"], path + ".distribution");
+  constexpr uint64_t kMaxDim = 1ull << 31;
+  if (n["batch"]) s.batches = c.dims(n["batch"], path + ".batch", 1, 1 << 20);
+  auto forbid = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (n[k]) c.error(n[k], path + "." + k, "not allowed with distribution " + dist);
+  };
+  if (dist == "lognormal") {
+    s.kind = ShapeSpec::Kind::lognormal;
+    forbid({"shapes"});
+    if (n["m"]) parse_lognormal(c, n["m"], path + ".m", s.m);
+    if (n["n"]) parse_lognormal(c, n["n"], path + ".n", s.n);
+    if (n["k"]) parse_lognormal(c, n["k"], path + ".k", s.k);
+    if (n["round_to"]) s.round_to = c.uint(n["round_to"], path + ".round_to", 1, 4096);
+    if (n["min"]) s.min_dim = c.uint(n["min"], path + ".min", 1, kMaxDim);
+    if (n["max"]) s.max_dim = c.uint(n["max"], path + ".max", 1, kMaxDim);
+    if (s.min_dim > s.max_dim) c.error(n, path, "min is larger than max");
+    if (s.round_to > s.max_dim) c.error(n, path + ".round_to", "larger than max");
+  } else if (dist == "explicit") {
+    s.kind = ShapeSpec::Kind::explicit_set;
+    forbid({"m", "n", "k", "round_to", "min", "max"});
+    const auto& list = n["shapes"];
+    if (!list) {
+      c.error(n, path + ".shapes", "missing required field (a list of [M, N, K])");
+    } else if (c.sequence(list, path + ".shapes", 1, 65536)) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::string p = path + ".shapes[" + std::to_string(i) + "]";
+        if (!list[i].IsSequence() || list[i].size() != 3) {
+          c.error(list[i], p, "expected [M, N, K]");
+          continue;
+        }
+        s.shapes.push_back({c.uint(list[i][0], p + "[0]", 1, kMaxDim), c.uint(list[i][1], p + "[1]", 1, kMaxDim),
+                            c.uint(list[i][2], p + "[2]", 1, kMaxDim)});
+      }
+    }
+  } else if (dist == "grid") {
+    s.kind = ShapeSpec::Kind::grid;
+    forbid({"shapes", "round_to", "min", "max"});
+    for (const char* d : {"m", "n", "k"})
+      if (!n[d]) c.error(n, path + "." + d, "missing required field (a list of sizes)");
+    if (n["m"]) s.grid_m = c.dims(n["m"], path + ".m", 1, kMaxDim);
+    if (n["n"]) s.grid_n = c.dims(n["n"], path + ".n", 1, kMaxDim);
+    if (n["k"]) s.grid_k = c.dims(n["k"], path + ".k", 1, kMaxDim);
+  } else {
+    c.error(n["distribution"], path + ".distribution", "'" + dist + "' is not one of lognormal, explicit, grid");
+  }
+}
+
+void parse_timing(Checker& c, const YAML::Node& n, TimingSettings& t) {
+  const std::string p = "sweep.timing";
+  if (!c.mapping(n, p, {"warmup", "repeats", "min_repeats", "l2_flush", "config_timeout_s", "compile_timeout_s",
+                        "budget_ms_per_config"}))
+    return;
+  if (n["warmup"]) t.warmup = c.sint(n["warmup"], p + ".warmup", 0, 1000);
+  if (n["repeats"]) t.repeats = c.sint(n["repeats"], p + ".repeats", 1, 10000);
+  if (n["min_repeats"]) t.min_repeats = c.sint(n["min_repeats"], p + ".min_repeats", 1, 10000);
+  if (t.min_repeats > t.repeats) c.error(n, p + ".min_repeats", "larger than repeats");
+  if (n["l2_flush"]) t.l2_flush = c.boolean(n["l2_flush"], p + ".l2_flush");
+  if (n["config_timeout_s"]) t.config_timeout_s = c.real(n["config_timeout_s"], p + ".config_timeout_s", 1e-3, 3600);
+  if (n["compile_timeout_s"]) t.compile_timeout_s = c.sint(n["compile_timeout_s"], p + ".compile_timeout_s", 1, 86400);
+  if (n["budget_ms_per_config"])
+    t.budget_ms_per_config = c.real(n["budget_ms_per_config"], p + ".budget_ms_per_config", 1e-3, 3.6e6);
+}
+
+void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
+  const std::string p = "sweep";
+  if (!c.mapping(n, p,
+                 {"ops", "dtypes", "shapes", "problems", "seed", "search_space", "timing", "tf32",
+                  "smem_prefilter", "problems_per_shard"},
+                 {"ops", "dtypes", "shapes", "problems", "seed", "problems_per_shard"}))
+    return;
+  if (n["ops"]) m.ops = c.enum_list(n["ops"], p + ".ops", {"mm", "addmm", "bmm", "baddbmm"});
+  if (n["dtypes"]) m.dtypes = c.enum_list(n["dtypes"], p + ".dtypes", {"float16", "bfloat16", "float32"});
+  if (n["problems"]) m.problems = c.uint(n["problems"], p + ".problems", 1, 10'000'000);
+  if (n["seed"]) m.seed = c.uint(n["seed"], p + ".seed", 0, UINT64_MAX);
+  if (n["problems_per_shard"]) m.problems_per_shard = c.uint(n["problems_per_shard"], p + ".problems_per_shard", 1, 65536);
+  if (n["search_space"]) {
+    m.search_space = c.str(n["search_space"], p + ".search_space");
+    if (m.search_space != "EXHAUSTIVE" && m.search_space != "DEFAULT")
+      c.error(n["search_space"], p + ".search_space", "'" + m.search_space + "' is not one of EXHAUSTIVE, DEFAULT");
+  }
+  if (n["timing"]) parse_timing(c, n["timing"], m.timing);
+  if (const auto& t = n["tf32"]) {
+    m.tf32.clear();
+    if (c.sequence(t, p + ".tf32", 1, 2))
+      for (size_t i = 0; i < t.size(); ++i) m.tf32.push_back(c.boolean(t[i], p + ".tf32[" + std::to_string(i) + "]"));
+    if (m.tf32.size() == 2 && m.tf32[0] == m.tf32[1]) c.error(t, p + ".tf32", "duplicate value");
+  }
+  if (n["smem_prefilter"]) m.smem_prefilter = c.boolean(n["smem_prefilter"], p + ".smem_prefilter");
+  if (n["shapes"]) parse_shapes(c, n["shapes"], m.shapes);
+}
+
+}  // namespace
+
+ManifestError::ManifestError(std::vector<std::string> errors)
+    : std::runtime_error(join_errors(errors)), errors_(std::move(errors)) {}
+
+Manifest parse_manifest(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ManifestError({path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                         ": (yaml): " + e.msg});
+  }
+  Checker c(path);
+  Manifest m;
+  m.path = path;
+  m.content_sha256 = to_hex(sha256(text));
+  if (c.mapping(root, "", {"version", "name", "sweep_id", "requester", "priority", "scheduled", "max_attempts",
+                           "hardware", "sweep"},
+                {"version", "name", "requester", "hardware", "sweep"})) {
+    if (root["version"]) c.uint(root["version"], "version", 1, 1);
+    static const std::regex name_re("[a-z0-9][a-z0-9.-]{0,63}");
+    static const std::regex sweep_re("[A-Za-z0-9._:-]{1,64}");
+    if (root["name"]) {
+      m.name = c.str(root["name"], "name", 64);
+      if (!std::regex_match(m.name, name_re)) c.error(root["name"], "name", "must match [a-z0-9][a-z0-9.-]{0,63}");
+    }
+    m.sweep_id = m.name;
+    if (root["sweep_id"]) {
+      m.sweep_id = c.str(root["sweep_id"], "sweep_id", 64);
+      if (!std::regex_match(m.sweep_id, sweep_re)) c.error(root["sweep_id"], "sweep_id", "must match [A-Za-z0-9._:-]{1,64}");
+    }
+    if (root["requester"]) {
+      m.requester = c.str(root["requester"], "requester", 128);
+      if (m.requester.empty()) c.error(root["requester"], "requester", "empty");
+    }
+    if (root["priority"]) m.priority = c.sint(root["priority"], "priority", -1000, 1000);
+    if (root["scheduled"]) m.scheduled = c.boolean(root["scheduled"], "scheduled");
+    if (root["max_attempts"]) m.max_attempts = c.sint(root["max_attempts"], "max_attempts", 1, 100);
+    if (root["hardware"]) parse_hardware(c, root["hardware"], m.hardware);
+    if (root["sweep"]) parse_sweep(c, root["sweep"], m);
+    if (c.errors().empty() && m.shard_count() > 1'000'000)
+      c.error(root["sweep"], "sweep", "more than 1,000,000 shards");
+  }
+  if (!c.errors().empty()) throw ManifestError(c.errors());
+  return m;
+}
+
+Manifest load_manifest(const std::string& path) {
+  std::string text;
+  try {
+    text = io::read_file(path, 16u << 20);
+  } catch (const std::exception& e) {
+    throw ManifestError({path + ": " + e.what()});
+  }
+  return parse_manifest(text, path);
+}
+
+bool hardware_matches(const HardwareMatch& m, const HardwareId& h) {
+  if (!m.vendor.empty() && m.vendor != h.vendor) return false;
+  if (h.memory_bytes < m.min_memory_bytes) return false;
+  if (!m.compute_capabilities.empty()) {
+    bool any = false;
+    for (const auto& cc : m.compute_capabilities) any = any || cc == h.compute_capability || cc == h.arch;
+    if (!any) return false;
+  }
+  try {
+    return std::regex_search(h.device_name, std::regex(m.device_pattern, std::regex::ECMAScript | std::regex::icase));
+  } catch (const std::regex_error&) {
+    return false;  // validated at load; never match on a broken pattern
+  }
+}
+
+}  // namespace diode::fleet

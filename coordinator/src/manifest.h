@@ -1,0 +1,86 @@
+// Hardware support requests ("manifests", manifests/README.md): which hardware
+// a sweep is for, and what the sweep measures. Parsed strictly from YAML:
+// unknown keys, wrong types and out-of-range values are errors that name the
+// file, line, column and field, so a typo never silently changes a sweep.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "diode/types.h"
+
+namespace diode::fleet {
+
+struct HardwareMatch {
+  std::string vendor;                            // "nvidia"; empty = any
+  std::string device_pattern;                    // ECMAScript regex, case-insensitive search in device_name
+  std::vector<std::string> compute_capabilities;  // e.g. {"9.0"}; empty = any
+  uint64_t min_memory_bytes = 0;
+};
+
+struct LogNormal {
+  double mean = 0.0;  // of ln(dim)
+  double std = 0.0;
+};
+
+struct ShapeSpec {
+  enum class Kind { lognormal, explicit_set, grid };
+  Kind kind = Kind::lognormal;
+  LogNormal m{6.5725, 2.5562}, n{5.9139, 1.6697}, k{6.2049, 2.1647};
+  uint64_t round_to = 8;
+  uint64_t min_dim = 8, max_dim = 65536;
+  std::vector<std::array<uint64_t, 3>> shapes;  // explicit (m, n, k)
+  std::vector<uint64_t> grid_m, grid_n, grid_k;
+  std::vector<uint64_t> batches{1, 4, 16, 64};  // drawn uniformly for bmm/baddbmm
+};
+
+// Mirrors the collector's spec "timing" object (python/torch_diode/collect/spec.py).
+struct TimingSettings {
+  int64_t warmup = 5, repeats = 20, min_repeats = 5;
+  bool l2_flush = true;
+  double config_timeout_s = 5.0;
+  int64_t compile_timeout_s = 600;
+  double budget_ms_per_config = 60.0;
+};
+
+struct Manifest {
+  std::string path;         // where it was loaded from
+  std::string name;         // manifest id: [a-z0-9][a-z0-9.-]{0,63}
+  std::string sweep_id;     // defaults to name
+  std::string requester;
+  int64_t priority = 0;     // higher first
+  bool scheduled = true;    // false: validated and shown, never leased
+  int64_t max_attempts = 3;  // leases per shard before it is marked failed
+  HardwareMatch hardware;
+  std::vector<std::string> ops, dtypes;
+  uint64_t problems = 0, seed = 0, problems_per_shard = 0;
+  std::string search_space = "EXHAUSTIVE";
+  TimingSettings timing;
+  std::vector<bool> tf32{false, true};
+  bool smem_prefilter = true;
+  ShapeSpec shapes;
+  std::string content_sha256;  // hex of the file's bytes: a changed manifest is a new sweep
+
+  uint64_t shard_count() const { return (problems + problems_per_shard - 1) / problems_per_shard; }
+};
+
+// Every error found, each "file:line:col: field: message".
+class ManifestError : public std::runtime_error {
+ public:
+  ManifestError(std::vector<std::string> errors);
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+Manifest load_manifest(const std::string& path);
+Manifest parse_manifest(const std::string& yaml_text, const std::string& path);
+
+// True if the hardware satisfies every rule of the match.
+bool hardware_matches(const HardwareMatch& m, const HardwareId& h);
+
+}  // namespace diode::fleet

@@ -1,0 +1,283 @@
+#include "server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <regex>
+
+#include "diode/hardware.h"
+#include "diode/wire.h"
+
+namespace diode::fleet {
+
+namespace {
+
+Frames reply(const std::string& cmd, const std::string& req, std::initializer_list<std::string> args = {}) {
+  Frames f{kCoordProto, cmd, req};
+  f.insert(f.end(), args.begin(), args.end());
+  return f;
+}
+
+Frames error(const std::string& req, const std::string& code, const std::string& msg) {
+  return reply("ERR", req, {code, msg});
+}
+
+bool valid_worker_name(const std::string& s) {
+  static const std::regex re("[A-Za-z0-9._:/@-]{1,128}");
+  return std::regex_match(s, re);
+}
+
+bool valid_sha256_hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// Strict non-negative decimal, at most 18 digits.
+bool parse_count(const std::string& s, int64_t& out) {
+  if (s.empty() || s.size() > 18) return false;
+  out = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  return true;
+}
+
+}  // namespace
+
+Server::Server(Store& store, ServerConfig cfg)
+    : store_(store), cfg_(std::move(cfg)), ctx_(1), router_() {
+  // The ZAP handler must exist before the CURVE socket binds.
+  zap_ = std::make_unique<net::ZapAuthenticator>(ctx_, cfg_.allowlist);
+  router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  router_.set(zmq::sockopt::maxmsgsize, kMaxCoordMessage);
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::sndhwm, 100000);
+  router_.set(zmq::sockopt::rcvhwm, 100000);
+  net::make_curve_server(router_, cfg_.keys);
+  router_.bind(cfg_.bind);
+  manifests_ = store_.manifests();
+  store_.begin();
+  int graced = store_.grace_leases(now_ms() + cfg_.lease_ms);
+  store_.commit();
+  if (graced > 0) spdlog::info("{} open lease(s) from before the restart get a full lease period to heartbeat", graced);
+  spdlog::info("coordinator serving on {} ({} manifests, {} allowed keys, lease {} ms, heartbeat {} ms)", cfg_.bind,
+               manifests_.size(), cfg_.allowlist.size(), cfg_.lease_ms, cfg_.heartbeat_ms);
+}
+
+std::vector<std::string> Server::matching_manifests(const HardwareId& hw) {
+  std::vector<std::string> out;
+  for (const auto& m : manifests_)  // already ordered by priority
+    if (m.scheduled && hardware_matches(m.match, hw)) out.push_back(m.name);
+  return out;
+}
+
+void Server::run(const std::atomic<bool>& stop) {
+  int64_t next_expiry = 0;
+  const int64_t expiry_every = std::max<int64_t>(50, std::min<int64_t>(cfg_.lease_ms / 4, 1000));
+  std::vector<std::pair<std::string, Frames>> outbox;
+  while (!stop) {
+    poll_readable(router_, std::min<int64_t>(100, expiry_every));
+    int64_t now = now_ms();
+    outbox.clear();
+    store_.begin();
+    try {
+      if (now >= next_expiry) {
+        int n = store_.expire(now);
+        if (n > 0) spdlog::info("{} expired lease(s) returned to the queue (or failed)", n);
+        stats_.expired += static_cast<uint64_t>(n);
+        next_expiry = now + expiry_every;
+      }
+      while (outbox.size() < cfg_.batch) {
+        std::string peer_key;
+        auto msg = recv_frames(router_, false, kMaxFrames + 2, &peer_key);
+        if (!msg) break;
+        Frames& f = *msg;
+        if (f.empty()) continue;
+        std::string identity = f[0];
+        ++stats_.requests;
+        // Envelope: identity, empty delimiter, protocol, command, request id, args...
+        Frames req;
+        if (f.size() >= 2 && f[1].empty()) req.assign(f.begin() + 2, f.end());
+        else req.assign(f.begin() + 1, f.end());
+        Frames rep;
+        store_.savepoint();
+        try {
+          rep = handle(req, peer_key, now);
+          store_.release_savepoint();
+        } catch (const std::exception& e) {
+          store_.rollback_savepoint();
+          spdlog::error("request {} failed: {}", req.size() > 1 ? req[1] : "?", e.what());
+          rep = error(req.size() > 2 && is_token(req[2]) ? req[2] : "", "internal", "internal error");
+        }
+        outbox.emplace_back(std::move(identity), std::move(rep));
+      }
+      store_.commit();
+    } catch (const std::exception& e) {
+      // The batch is lost as a whole and no replies go out: agents retry.
+      spdlog::error("transaction failed, {} requests dropped: {}", outbox.size(), e.what());
+      try {
+        store_.rollback();
+      } catch (const std::exception&) {
+      }
+      workers_.clear();  // the cache may hold registrations that were rolled back
+      continue;
+    }
+    for (auto& [identity, rep] : outbox) {
+      Frames out{identity, ""};
+      out.insert(out.end(), rep.begin(), rep.end());
+      try {
+        send_frames(router_, out);
+      } catch (const zmq::error_t& e) {
+        spdlog::warn("reply to a peer dropped: {}", e.what());
+      }
+    }
+  }
+}
+
+Server::WorkerInfo* Server::authorize(const std::string& worker_id, const std::string& peer_key, Frames& err) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    auto row = valid_worker_name(worker_id) ? store_.worker(worker_id) : std::nullopt;
+    if (!row) {
+      err = {"unknown_worker", "worker '" + worker_id.substr(0, kMaxNameLen) + "' is not registered"};
+      return nullptr;
+    }
+    WorkerInfo info{row->public_key, matching_manifests(wire::decode_hardware(row->hardware_msgpack))};
+    it = workers_.emplace(worker_id, std::move(info)).first;
+  }
+  if (it->second.public_key != peer_key) {
+    spdlog::warn("key {} tried to act as worker {} (registered by another key)", peer_key, worker_id);
+    err = {"forbidden", "worker is registered by another key"};
+    return nullptr;
+  }
+  return &it->second;
+}
+
+Frames Server::on_register(const Frames& req, const std::string& peer_key, int64_t now) {
+  const std::string& rid = req[2];
+  // REGISTER req worker_name hardware_msgpack runner software_version
+  if (req.size() != 7) return error(rid, "bad_frame", "REGISTER takes 4 arguments");
+  const std::string& name = req[3];
+  if (!valid_worker_name(name)) return error(rid, "bad_frame", "worker name must match [A-Za-z0-9._:/@-]{1,128}");
+  HardwareId hw;
+  try {
+    hw = wire::decode_hardware(req[4]);
+  } catch (const std::exception& e) {
+    return error(rid, "bad_frame", std::string("hardware: ") + e.what());
+  }
+  auto existing = store_.worker(name);
+  if (existing && existing->public_key != peer_key) {
+    spdlog::warn("key {} tried to register worker {} owned by another key", peer_key, name);
+    return error(rid, "forbidden", "worker name is registered by another key");
+  }
+  WorkerRow row{name, peer_key, hardware_key(hw), wire::encode(hw)};
+  store_.upsert_worker(row, now);
+  WorkerInfo info{peer_key, matching_manifests(hw)};
+  spdlog::info("worker {} registered: {} ({}), {} matching manifest(s), runner {}", name, row.hardware_key,
+               hw.device_name, info.manifests.size(), req[5].substr(0, 32));
+  workers_[name] = std::move(info);
+  return reply("WELCOME", rid, {name, std::to_string(cfg_.heartbeat_ms), std::to_string(cfg_.lease_ms)});
+}
+
+Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t now) {
+  if (req.size() < 3 || req.size() > kMaxFrames || req[0] != kCoordProto) {
+    ++stats_.bad_frames;
+    std::string rid = req.size() >= 3 && is_token(req[2]) ? req[2] : "";
+    return error(rid, "bad_frame", "expected [\"DIODE-COORD/1\", COMMAND, request_id, ...] with at most " +
+                                       std::to_string(kMaxFrames) + " frames");
+  }
+  const std::string& cmd = req[1];
+  const std::string& rid = req[2];
+  if (!is_token(rid)) {
+    ++stats_.bad_frames;
+    return error("", "bad_frame", "request id must be 1..64 printable ASCII characters");
+  }
+  if (cmd == "REGISTER") return on_register(req, peer_key, now);
+  if (cmd == "STATUS") {
+    if (req.size() != 3) return error(rid, "bad_frame", "STATUS takes no arguments");
+    nlohmann::json s = store_.status(now, 3 * cfg_.heartbeat_ms);
+    s["refused_connections"] = refused_connections();
+    s["requests"] = stats_.requests;
+    return reply("STATUS-OK", rid, {s.dump()});
+  }
+  static const std::map<std::string, size_t> arity = {
+      {"ASK", 4}, {"HEARTBEAT", 5}, {"COMPLETE", 9}, {"FAIL", 6}, {"RELEASE", 5}, {"BYE", 4}};
+  auto a = arity.find(cmd);
+  if (a == arity.end()) {
+    ++stats_.bad_frames;
+    return error(rid, "bad_frame", "unknown command '" + cmd.substr(0, 32) + "'");
+  }
+  if (req.size() != a->second) {
+    ++stats_.bad_frames;
+    return error(rid, "bad_frame", cmd + " takes " + std::to_string(a->second - 3) + " arguments");
+  }
+  const std::string& worker_id = req[3];
+  Frames err;
+  WorkerInfo* w = authorize(worker_id, peer_key, err);
+  if (!w) return error(rid, err[0], err[1]);
+  // last_seen only feeds "live workers" (a window of 3 heartbeats), so it is
+  // written at most every half heartbeat instead of on every request.
+  if (now - w->last_touch_ms >= cfg_.heartbeat_ms / 2) {
+    store_.touch_worker(worker_id, now);
+    w->last_touch_ms = now;
+  }
+
+  if (cmd == "ASK") {
+    auto g = store_.lease_next(worker_id, w->manifests, now, cfg_.lease_ms);
+    if (!g) {
+      // Retry sooner while leases are out (they may expire and come back).
+      return reply("NOWORK", rid, {std::to_string(std::max<int64_t>(cfg_.heartbeat_ms, 100)),
+                                   w->manifests.empty() ? "no matching manifest" : "no pending shard"});
+    }
+    ++stats_.leases;
+    return reply("LEASE", rid, {g->lease_id, g->shard_id, std::to_string(g->deadline_ms), std::to_string(g->attempt),
+                                g->spec_json});
+  }
+  if (cmd == "HEARTBEAT") {
+    const std::string& lease = req[4];
+    if (lease.empty()) return reply("HEARTBEAT-OK", rid, {"0"});
+    if (!is_token(lease)) return error(rid, "bad_frame", "bad lease id");
+    auto deadline = store_.extend(worker_id, lease, now + cfg_.lease_ms);
+    if (!deadline) return reply("LEASE-LOST", rid, {lease});
+    return reply("HEARTBEAT-OK", rid, {std::to_string(*deadline)});
+  }
+  if (cmd == "COMPLETE") {
+    // COMPLETE req worker lease shard_id sha256_hex records hub_result
+    const std::string &lease = req[4], &shard = req[5], &sha = req[6], &hub = req[8];
+    int64_t records = 0;
+    if (!is_token(lease) || !is_token(shard, 128) || !valid_sha256_hex(sha) || !parse_count(req[7], records) ||
+        (hub != "stored" && hub != "duplicate" && hub != "conflict"))
+      return error(rid, "bad_frame", "COMPLETE: bad lease id, shard id, sha256 (64 lower-case hex), record count or hub result");
+    auto r = store_.complete(worker_id, lease, sha, records, hub, now);
+    if (r == CompleteResult::unknown_lease) return error(rid, "unknown_lease", "no such lease for this worker");
+    if (r == CompleteResult::duplicate) {
+      ++stats_.duplicates;
+      return reply("COMPLETE-OK", rid, {"duplicate"});
+    }
+    ++stats_.completions;
+    return reply("COMPLETE-OK", rid, {"accepted"});
+  }
+  if (cmd == "FAIL") {
+    const std::string &lease = req[4], &reason = req[5];
+    if (!is_token(lease) || reason.empty() || reason.size() > kMaxReasonLen)
+      return error(rid, "bad_frame", "FAIL: bad lease id or reason (1..4096 bytes)");
+    auto r = store_.fail(worker_id, lease, reason, now);
+    ++stats_.failures;
+    if (r != FailResult::stale) spdlog::info("lease {} failed ({}): {}", lease, r == FailResult::failed ? "final" : "will retry", reason.substr(0, 200));
+    return reply("FAIL-OK", rid, {r == FailResult::retry ? "retry" : r == FailResult::failed ? "failed" : "stale"});
+  }
+  if (cmd == "RELEASE") {
+    const std::string& lease = req[4];
+    if (!is_token(lease)) return error(rid, "bad_frame", "bad lease id");
+    bool ok = store_.release(worker_id, lease, now);
+    return reply("RELEASE-OK", rid, {ok ? "released" : "stale"});
+  }
+  // BYE
+  store_.worker_gone(worker_id);
+  workers_.erase(worker_id);
+  return reply("BYE-OK", rid);
+}
+
+}  // namespace diode::fleet

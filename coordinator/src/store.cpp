@@ -1,0 +1,447 @@
+#include "store.h"
+
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+namespace diode::fleet {
+
+// A prepared statement, reset after every use; bound text is copied
+// (SQLITE_TRANSIENT) so callers may pass temporaries.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db) + " in " + sql);
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind_blob(int i, const std::string& v) {
+    check(sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(s_, i, v));
+    return *this;
+  }
+  // True while there is a row.
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    std::string msg = sqlite3_errmsg(db_);
+    sqlite3_reset(s_);
+    throw std::runtime_error("sqlite step: " + msg);
+  }
+  void run() {
+    while (step()) {
+    }
+    reset();
+  }
+  void reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  int64_t i64(int c) { return sqlite3_column_int64(s_, c); }
+  std::string text(int c) {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(s_, c));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
+  }
+  bool null(int c) { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw std::runtime_error(std::string("sqlite bind: ") + sqlite3_errmsg(db_));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+namespace {
+
+// Resets the statement when the scope ends, also on exceptions.
+struct Use {
+  Stmt& s;
+  ~Use() { s.reset(); }
+};
+
+nlohmann::json match_to_json(const HardwareMatch& m) {
+  return {{"vendor", m.vendor},
+          {"device_name", m.device_pattern},
+          {"compute_capability", m.compute_capabilities},
+          {"min_memory_bytes", m.min_memory_bytes}};
+}
+
+HardwareMatch match_from_json(const nlohmann::json& j) {
+  HardwareMatch m;
+  m.vendor = j.at("vendor").get<std::string>();
+  m.device_pattern = j.at("device_name").get<std::string>();
+  m.compute_capabilities = j.at("compute_capability").get<std::vector<std::string>>();
+  m.min_memory_bytes = j.at("min_memory_bytes").get<uint64_t>();
+  return m;
+}
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS manifests(
+  name TEXT PRIMARY KEY, sweep_id TEXT UNIQUE NOT NULL, path TEXT, sha256 TEXT NOT NULL, requester TEXT,
+  priority INTEGER NOT NULL, scheduled INTEGER NOT NULL, max_attempts INTEGER NOT NULL, match_json TEXT NOT NULL,
+  total_shards INTEGER NOT NULL, total_problems INTEGER NOT NULL, loaded_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS shards(
+  id TEXT PRIMARY KEY, manifest TEXT NOT NULL, idx INTEGER NOT NULL, problems INTEGER NOT NULL, spec TEXT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('pending','leased','done','failed')),
+  attempts INTEGER NOT NULL DEFAULT 0, max_attempts INTEGER NOT NULL,
+  lease_id TEXT, worker_id TEXT, deadline_ms INTEGER,
+  sha256 TEXT, records INTEGER, hub_result TEXT, error TEXT, done_ms INTEGER, done_by TEXT);
+CREATE INDEX IF NOT EXISTS shards_by_state ON shards(manifest, state, idx);
+CREATE INDEX IF NOT EXISTS shards_by_deadline ON shards(state, deadline_ms);
+CREATE INDEX IF NOT EXISTS shards_by_done ON shards(done_ms);
+CREATE INDEX IF NOT EXISTS shards_by_lease ON shards(lease_id);
+CREATE INDEX IF NOT EXISTS shards_by_worker ON shards(worker_id, state);
+CREATE TABLE IF NOT EXISTS leases(
+  id TEXT PRIMARY KEY, shard_id TEXT NOT NULL, worker_id TEXT NOT NULL, issued_ms INTEGER NOT NULL,
+  state TEXT NOT NULL, ended_ms INTEGER, note TEXT);
+CREATE INDEX IF NOT EXISTS leases_by_shard ON leases(shard_id, state);
+CREATE TABLE IF NOT EXISTS workers(
+  id TEXT PRIMARY KEY, public_key TEXT NOT NULL, hardware_key TEXT NOT NULL, hardware BLOB NOT NULL,
+  registered_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL, gone INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+)SQL";
+
+}  // namespace
+
+Store::Store(const std::string& path, bool sync_full) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw std::runtime_error("cannot open " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db_, 5000);  // `diode status --db` may read concurrently
+  exec("PRAGMA journal_mode=WAL");
+  exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  exec("PRAGMA foreign_keys=ON");
+  exec(kSchema);
+  // Lease ids: a random per-process prefix and a counter, unique across restarts.
+  std::random_device rd;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "L%08x%08x-", rd(), rd());
+  lease_prefix_ = buf;
+}
+
+Store::~Store() {
+  cache_.clear();
+  sqlite3_close(db_);
+}
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    throw std::runtime_error("sqlite: " + msg);
+  }
+}
+
+Stmt& Store::stmt(const char* sql) {
+  auto& slot = cache_[sql];  // keyed by the literal's address: each call site has one
+  if (!slot) slot = std::make_unique<Stmt>(db_, sql);
+  return *slot;
+}
+
+void Store::begin() { exec("BEGIN IMMEDIATE"); }
+void Store::commit() { exec("COMMIT"); }
+void Store::rollback() { exec("ROLLBACK"); }
+void Store::savepoint() { exec("SAVEPOINT op"); }
+void Store::release_savepoint() { exec("RELEASE op"); }
+void Store::rollback_savepoint() { exec("ROLLBACK TO op; RELEASE op"); }
+
+bool Store::has_manifest(const std::string& name, const std::string& sha) {
+  Stmt& s = stmt("SELECT sha256 FROM manifests WHERE name=?");
+  Use u{s};
+  s.bind(1, name);
+  return s.step() && s.text(0) == sha;
+}
+
+bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards, int64_t now_ms, std::string* why) {
+  {
+    Stmt& s = stmt("SELECT name, sha256 FROM manifests WHERE name=? OR sweep_id=?");
+    Use u{s};
+    s.bind(1, m.name).bind(2, m.sweep_id);
+    if (s.step()) {
+      if (s.text(0) == m.name && s.text(1) == m.content_sha256) return true;  // already loaded
+      if (why)
+        *why = s.text(0) == m.name ? "manifest '" + m.name + "' changed since it was loaded; give the new sweep a new name"
+                                   : "sweep_id '" + m.sweep_id + "' is already used by manifest '" + s.text(0) + "'";
+      return false;
+    }
+  }
+  uint64_t problems = 0;
+  for (const auto& p : shards) problems += p.problems.size();
+  stmt("INSERT INTO manifests VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")
+      .bind(1, m.name)
+      .bind(2, m.sweep_id)
+      .bind(3, m.path)
+      .bind(4, m.content_sha256)
+      .bind(5, m.requester)
+      .bind(6, m.priority)
+      .bind(7, int64_t{m.scheduled})
+      .bind(8, m.max_attempts)
+      .bind(9, match_to_json(m.hardware).dump())
+      .bind(10, static_cast<int64_t>(shards.size()))
+      .bind(11, static_cast<int64_t>(problems))
+      .bind(12, now_ms)
+      .run();
+  Stmt& ins = stmt(
+      "INSERT INTO shards(id, manifest, idx, problems, spec, state, max_attempts) VALUES(?,?,?,?,?,'pending',?)");
+  for (const auto& p : shards)
+    ins.bind(1, p.id)
+        .bind(2, m.name)
+        .bind(3, static_cast<int64_t>(p.index))
+        .bind(4, static_cast<int64_t>(p.problems.size()))
+        .bind(5, shard_spec(m, p).dump())
+        .bind(6, m.max_attempts)
+        .run();
+  return true;
+}
+
+std::vector<Store::ManifestInfo> Store::manifests() {
+  Stmt& s = stmt("SELECT name, priority, scheduled, match_json FROM manifests ORDER BY priority DESC, name");
+  Use u{s};
+  std::vector<ManifestInfo> out;
+  while (s.step())
+    out.push_back({s.text(0), s.i64(1), s.i64(2) != 0, match_from_json(nlohmann::json::parse(s.text(3)))});
+  return out;
+}
+
+void Store::upsert_worker(const WorkerRow& w, int64_t now_ms) {
+  stmt("INSERT INTO workers(id, public_key, hardware_key, hardware, registered_ms, last_seen_ms) VALUES(?,?,?,?,?,?) "
+       "ON CONFLICT(id) DO UPDATE SET public_key=excluded.public_key, hardware_key=excluded.hardware_key, "
+       "hardware=excluded.hardware, last_seen_ms=excluded.last_seen_ms, gone=0")
+      .bind(1, w.id)
+      .bind(2, w.public_key)
+      .bind(3, w.hardware_key)
+      .bind_blob(4, w.hardware_msgpack)
+      .bind(5, now_ms)
+      .bind(6, now_ms)
+      .run();
+}
+
+std::optional<WorkerRow> Store::worker(const std::string& id) {
+  Stmt& s = stmt("SELECT id, public_key, hardware_key, hardware FROM workers WHERE id=?");
+  Use u{s};
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return WorkerRow{s.text(0), s.text(1), s.text(2), s.text(3)};
+}
+
+void Store::touch_worker(const std::string& id, int64_t now_ms) {
+  stmt("UPDATE workers SET last_seen_ms=?, gone=0 WHERE id=?").bind(1, now_ms).bind(2, id).run();
+}
+
+void Store::worker_gone(const std::string& id) { stmt("UPDATE workers SET gone=1 WHERE id=?").bind(1, id).run(); }
+
+std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const std::vector<std::string>& manifests,
+                                            int64_t now_ms, int64_t lease_ms) {
+  Stmt& pick = stmt("SELECT id, spec, attempts FROM shards WHERE manifest=? AND state='pending' ORDER BY idx LIMIT 1");
+  for (const auto& name : manifests) {
+    LeaseGrant g;
+    {
+      Use u{pick};
+      pick.bind(1, name);
+      if (!pick.step()) continue;
+      g.shard_id = pick.text(0);
+      g.spec_json = pick.text(1);
+      g.attempt = pick.i64(2) + 1;
+    }
+    g.lease_id = lease_prefix_ + std::to_string(++lease_seq_);
+    g.deadline_ms = now_ms + lease_ms;
+    stmt("UPDATE shards SET state='leased', attempts=attempts+1, lease_id=?, worker_id=?, deadline_ms=? WHERE id=?")
+        .bind(1, g.lease_id)
+        .bind(2, worker_id)
+        .bind(3, g.deadline_ms)
+        .bind(4, g.shard_id)
+        .run();
+    stmt("INSERT INTO leases(id, shard_id, worker_id, issued_ms, state) VALUES(?,?,?,?,'active')")
+        .bind(1, g.lease_id)
+        .bind(2, g.shard_id)
+        .bind(3, worker_id)
+        .bind(4, now_ms)
+        .run();
+    return g;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> Store::extend(const std::string& worker_id, const std::string& lease_id, int64_t deadline_ms) {
+  Stmt& s = stmt("UPDATE shards SET deadline_ms=? WHERE lease_id=? AND worker_id=? AND state='leased'");
+  s.bind(1, deadline_ms).bind(2, lease_id).bind(3, worker_id).run();
+  if (sqlite3_changes(db_) == 0) return std::nullopt;
+  return deadline_ms;
+}
+
+CompleteResult Store::complete(const std::string& worker_id, const std::string& lease_id, const std::string& sha,
+                               int64_t records, const std::string& hub_result, int64_t now_ms) {
+  std::string shard_id;
+  {
+    Stmt& s = stmt("SELECT shard_id FROM leases WHERE id=? AND worker_id=?");
+    Use u{s};
+    s.bind(1, lease_id).bind(2, worker_id);
+    if (!s.step()) return CompleteResult::unknown_lease;
+    shard_id = s.text(0);
+  }
+  // The shard flips to done once; every later completion (a re-leased copy, a
+  // retried COMPLETE whose reply was lost) is a duplicate and counts nothing.
+  // A completion on a lease that already expired is still accepted if the shard
+  // is not done: the hub holds the data, so redoing it would only waste a GPU.
+  // On "conflict" the hub holds another run's bytes of this shard, so this
+  // run's hash is not what is stored: the hash is left unknown (NULL).
+  stmt("UPDATE shards SET state='done', sha256=NULLIF(?, ''), records=?, hub_result=?, done_ms=?, done_by=?, "
+       "error=NULL, deadline_ms=NULL WHERE id=? AND state!='done'")
+      .bind(1, hub_result == "conflict" ? std::string() : sha)
+      .bind(2, records)
+      .bind(3, hub_result)
+      .bind(4, now_ms)
+      .bind(5, worker_id)
+      .bind(6, shard_id)
+      .run();
+  bool accepted = sqlite3_changes(db_) > 0;
+  stmt("UPDATE leases SET state=?, ended_ms=? WHERE id=?")
+      .bind(1, std::string(accepted ? "completed" : "duplicate"))
+      .bind(2, now_ms)
+      .bind(3, lease_id)
+      .run();
+  if (accepted)  // another holder of this shard (a re-lease) now loses it at its next heartbeat
+    stmt("UPDATE leases SET state='superseded', ended_ms=? WHERE shard_id=? AND state='active'")
+        .bind(1, now_ms)
+        .bind(2, shard_id)
+        .run();
+  return accepted ? CompleteResult::accepted : CompleteResult::duplicate;
+}
+
+FailResult Store::fail(const std::string& worker_id, const std::string& lease_id, const std::string& reason,
+                       int64_t now_ms) {
+  std::string shard_id;
+  int64_t attempts = 0, max_attempts = 0;
+  {
+    Stmt& s = stmt("SELECT id, attempts, max_attempts FROM shards WHERE lease_id=? AND worker_id=? AND state='leased'");
+    Use u{s};
+    s.bind(1, lease_id).bind(2, worker_id);
+    if (!s.step()) return FailResult::stale;  // the lease expired or was superseded
+    shard_id = s.text(0);
+    attempts = s.i64(1);
+    max_attempts = s.i64(2);
+  }
+  bool final = attempts >= max_attempts;
+  stmt("UPDATE shards SET state=?, error=?, deadline_ms=NULL, done_ms=? WHERE id=?")
+      .bind(1, std::string(final ? "failed" : "pending"))
+      .bind(2, reason)
+      .bind(3, final ? now_ms : int64_t{0})
+      .bind(4, shard_id)
+      .run();
+  stmt("UPDATE leases SET state='failed', ended_ms=?, note=? WHERE id=?").bind(1, now_ms).bind(2, reason).bind(3, lease_id).run();
+  return final ? FailResult::failed : FailResult::retry;
+}
+
+bool Store::release(const std::string& worker_id, const std::string& lease_id, int64_t now_ms) {
+  stmt("UPDATE shards SET state='pending', attempts=attempts-1, deadline_ms=NULL WHERE lease_id=? AND worker_id=? "
+       "AND state='leased'")
+      .bind(1, lease_id)
+      .bind(2, worker_id)
+      .run();
+  bool changed = sqlite3_changes(db_) > 0;
+  if (changed) stmt("UPDATE leases SET state='released', ended_ms=? WHERE id=?").bind(1, now_ms).bind(2, lease_id).run();
+  return changed;
+}
+
+int Store::expire(int64_t now_ms) {
+  stmt("UPDATE leases SET state='expired', ended_ms=? WHERE state='active' AND id IN "
+       "(SELECT lease_id FROM shards WHERE state='leased' AND deadline_ms<?)")
+      .bind(1, now_ms)
+      .bind(2, now_ms)
+      .run();
+  stmt("UPDATE shards SET state='failed', done_ms=?, error='lease expired ' || attempts || ' times (agent lost?)' "
+       "WHERE state='leased' AND deadline_ms<? AND attempts>=max_attempts")
+      .bind(1, now_ms)
+      .bind(2, now_ms)
+      .run();
+  int n = sqlite3_changes(db_);
+  stmt("UPDATE shards SET state='pending', deadline_ms=NULL, error='lease expired' WHERE state='leased' AND "
+       "deadline_ms<?")
+      .bind(1, now_ms)
+      .run();
+  return n + sqlite3_changes(db_);
+}
+
+int Store::grace_leases(int64_t deadline_ms) {
+  stmt("UPDATE shards SET deadline_ms=? WHERE state='leased' AND deadline_ms<?").bind(1, deadline_ms).bind(2, deadline_ms).run();
+  return sqlite3_changes(db_);
+}
+
+nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
+  nlohmann::json out;
+  out["now_ms"] = now_ms;
+  const int64_t window_ms = 5 * 60 * 1000;
+  nlohmann::json ms = nlohmann::json::array();
+  Stmt& s = stmt(
+      "SELECT m.name, m.sweep_id, m.requester, m.priority, m.scheduled, m.total_shards, m.total_problems, "
+      "SUM(s.state='done'), SUM(s.state='failed'), SUM(s.state='leased'), SUM(s.state='pending'), "
+      "SUM(CASE WHEN s.state='done' AND s.done_ms>=? THEN 1 ELSE 0 END), MIN(CASE WHEN s.state='done' THEN s.done_ms END) "
+      "FROM manifests m LEFT JOIN shards s ON s.manifest=m.name GROUP BY m.name ORDER BY m.priority DESC, m.name");
+  {
+    Use u{s};
+    s.bind(1, now_ms - window_ms);
+    while (s.step()) {
+      int64_t done = s.i64(7), recent = s.i64(11), first_done = s.null(12) ? now_ms : s.i64(12);
+      // Throughput over the last 5 minutes (or since the first completion, if sooner).
+      int64_t span = std::max<int64_t>(1000, std::min(window_ms, now_ms - first_done));
+      double per_min = static_cast<double>(recent) * 60000.0 / static_cast<double>(span);
+      int64_t remaining = s.i64(5) - done - s.i64(8);
+      nlohmann::json eta = nullptr;
+      if (remaining == 0) eta = 0;
+      else if (per_min > 0) eta = static_cast<double>(remaining) / per_min * 60.0;
+      ms.push_back({{"name", s.text(0)},
+                    {"sweep_id", s.text(1)},
+                    {"requester", s.text(2)},
+                    {"priority", s.i64(3)},
+                    {"scheduled", s.i64(4) != 0},
+                    {"total", s.i64(5)},
+                    {"problems", s.i64(6)},
+                    {"done", done},
+                    {"failed", s.i64(8)},
+                    {"leased", s.i64(9)},
+                    {"pending", s.i64(10)},
+                    {"shards_per_min", per_min},
+                    {"eta_s", eta}});
+    }
+  }
+  out["manifests"] = std::move(ms);
+  nlohmann::json ws = nlohmann::json::array();
+  Stmt& w = stmt(
+      "SELECT w.id, w.hardware_key, w.last_seen_ms, (SELECT COUNT(*) FROM shards WHERE done_by=w.id AND state='done'), "
+      "(SELECT id FROM shards WHERE worker_id=w.id AND state='leased' LIMIT 1) FROM workers w "
+      "WHERE w.gone=0 AND w.last_seen_ms>=? ORDER BY w.id");
+  {
+    Use u{w};
+    w.bind(1, now_ms - live_window_ms);
+    while (w.step())
+      ws.push_back({{"id", w.text(0)},
+                    {"hardware_key", w.text(1)},
+                    {"last_seen_ms_ago", now_ms - w.i64(2)},
+                    {"done", w.i64(3)},
+                    {"current_shard", w.null(4) ? nlohmann::json(nullptr) : nlohmann::json(w.text(4))}});
+  }
+  out["live_workers"] = std::move(ws);
+  nlohmann::json failures = nlohmann::json::array();
+  Stmt& f = stmt("SELECT id, error FROM shards WHERE state='failed' ORDER BY done_ms DESC LIMIT 10");
+  {
+    Use u{f};
+    while (f.step()) failures.push_back({{"shard", f.text(0)}, {"error", f.text(1)}});
+  }
+  out["recent_failures"] = std::move(failures);
+  return out;
+}
+
+}  // namespace diode::fleet

@@ -1,0 +1,108 @@
+// All coordinator state lives in one SQLite database in WAL mode: manifests,
+// shards (with their lease), lease history and workers. Nothing is kept only in
+// memory, so a restarted coordinator carries on where it stopped. The server
+// runs many operations inside one transaction and replies only after COMMIT
+// (group commit), so every reply an agent sees is durable.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "expand.h"
+#include "manifest.h"
+
+namespace diode::fleet {
+
+class Stmt;
+
+struct LeaseGrant {
+  std::string lease_id, shard_id, spec_json;
+  int64_t deadline_ms = 0;
+  int64_t attempt = 0;
+};
+
+struct WorkerRow {
+  std::string id, public_key, hardware_key;
+  std::string hardware_msgpack;
+};
+
+enum class CompleteResult { accepted, duplicate, unknown_lease };
+enum class FailResult { retry, failed, stale };
+
+class Store {
+ public:
+  // sync_full: fsync the WAL on every commit (power-loss safe); otherwise
+  // NORMAL (safe against process crashes, the coordinator's failure mode).
+  Store(const std::string& path, bool sync_full = true);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  void begin();
+  void commit();
+  void rollback();
+  void savepoint();
+  void release_savepoint();
+  void rollback_savepoint();
+
+  // Records a manifest and inserts its shards on first sight. A manifest whose
+  // name is known but whose content changed is refused (a changed sweep needs
+  // a new name): returns false with `why`.
+  bool add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards, int64_t now_ms, std::string* why);
+  bool has_manifest(const std::string& name, const std::string& sha256_hex);
+
+  // Workers are bound to the CURVE public key that registered them.
+  void upsert_worker(const WorkerRow& w, int64_t now_ms);
+  std::optional<WorkerRow> worker(const std::string& id);
+  void touch_worker(const std::string& id, int64_t now_ms);
+  void worker_gone(const std::string& id);
+
+  // Leases the next pending shard of the first manifest (in the given order)
+  // that has one.
+  std::optional<LeaseGrant> lease_next(const std::string& worker_id, const std::vector<std::string>& manifests,
+                                       int64_t now_ms, int64_t lease_ms);
+  // Extends the lease if it is still the shard's current lease held by the
+  // worker; returns the new deadline, or nullopt if the lease was lost.
+  std::optional<int64_t> extend(const std::string& worker_id, const std::string& lease_id, int64_t deadline_ms);
+  CompleteResult complete(const std::string& worker_id, const std::string& lease_id, const std::string& sha256_hex,
+                          int64_t records, const std::string& hub_result, int64_t now_ms);
+  FailResult fail(const std::string& worker_id, const std::string& lease_id, const std::string& reason,
+                  int64_t now_ms);
+  // Hands a lease back without counting the attempt (graceful shutdown).
+  bool release(const std::string& worker_id, const std::string& lease_id, int64_t now_ms);
+  // Expired leases go back to pending, or to failed after max_attempts.
+  int expire(int64_t now_ms);
+  // At startup: agents could not heartbeat while the coordinator was down, so
+  // every open lease gets at least until `deadline_ms` before it can expire.
+  int grace_leases(int64_t deadline_ms);
+
+  // {manifests: [{name, total, done, failed, leased, pending, ...}], workers: [...], ...}
+  nlohmann::json status(int64_t now_ms, int64_t live_window_ms);
+
+  // Manifest names with their match rules, for scheduling after a restart.
+  struct ManifestInfo {
+    std::string name;
+    int64_t priority = 0;
+    bool scheduled = true;
+    HardwareMatch match;
+  };
+  std::vector<ManifestInfo> manifests();
+
+ private:
+  Stmt& stmt(const char* sql);
+  void exec(const char* sql);
+
+  sqlite3* db_ = nullptr;
+  std::map<const char*, std::unique_ptr<Stmt>> cache_;
+  uint64_t lease_seq_ = 0;
+  std::string lease_prefix_;
+};
+
+}  // namespace diode::fleet

@@ -1,0 +1,133 @@
+// Manifest schema errors carry positions; expansion is deterministic and
+// follows the documented distribution.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "expand.h"
+#include "manifest.h"
+
+using namespace diode::fleet;
+
+namespace {
+
+const char* kGood = R"(version: 1
+name: test-sweep
+requester: me
+hardware:
+  device_name: "H100"
+  compute_capability: "9.0"
+sweep:
+  ops: [mm, bmm]
+  dtypes: [float16]
+  problems: 1000
+  problems_per_shard: 64
+  seed: 7
+  shapes:
+    distribution: lognormal
+)";
+
+std::vector<std::string> errors_of(const std::string& yaml) {
+  try {
+    parse_manifest(yaml, "m.yaml");
+  } catch (const ManifestError& e) {
+    return e.errors();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST(Manifest, ShippedManifestsValidate) {
+  for (const char* hw : {"h100", "h200", "a100", "mi300x"}) {
+    Manifest m = load_manifest(std::string(DIODE_MANIFEST_DIR) + "/" + hw + ".yaml");
+    EXPECT_EQ(m.shard_count(), 400u) << hw;
+    EXPECT_EQ(m.scheduled, std::string(hw) != "mi300x");
+  }
+}
+
+TEST(Manifest, ErrorsNameLineColumnAndField) {
+  std::string bad = kGood;
+  bad.replace(bad.find("problems: 1000"), 14, "problems: -3");
+  auto errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:10:13: sweep.problems: expected a non-negative integer, got '-3'");
+
+  errs = errors_of(std::string(kGood) + "extra_field: 1\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:15:1: extra_field: unknown field");
+
+  bad = kGood;
+  bad.replace(bad.find("[float16]"), 9, "[float8]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("m.yaml:9:12: sweep.dtypes[0]: 'float8' is not one of"), std::string::npos) << errs[0];
+
+  errs = errors_of("name: [unclosed\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("(yaml)"), std::string::npos);
+
+  // Several problems are reported at once.
+  errs = errors_of("version: 2\nname: BAD NAME\nrequester: x\nhardware: {device_name: '('}\nsweep: {}\n");
+  EXPECT_GE(errs.size(), 4u);
+}
+
+TEST(Manifest, HardwareMatching) {
+  Manifest m = parse_manifest(kGood, "m.yaml");
+  diode::HardwareId h;
+  h.vendor = "nvidia";
+  h.device_name = "NVIDIA H100 80GB HBM3";
+  h.compute_capability = "9.0";
+  h.memory_bytes = 85520809984ull;
+  EXPECT_TRUE(hardware_matches(m.hardware, h));
+  h.compute_capability = "8.0";
+  EXPECT_FALSE(hardware_matches(m.hardware, h));
+  h.compute_capability = "9.0";
+  h.device_name = "NVIDIA A100-SXM4-80GB";
+  EXPECT_FALSE(hardware_matches(m.hardware, h));
+}
+
+TEST(Expand, DeterministicAndShaped) {
+  Manifest m = parse_manifest(kGood, "m.yaml");
+  auto a = expand_shards(m), b = expand_shards(m);
+  ASSERT_EQ(a.size(), 16u);  // ceil(1000 / 64)
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].problems, b[i].problems);
+    EXPECT_EQ(shard_spec(m, a[i]).dump(), shard_spec(m, b[i]).dump());
+  }
+  EXPECT_EQ(a[0].id, "test-sweep/s000000");
+  EXPECT_EQ(a.back().problems.size(), 1000u - 15 * 64);
+  // Dimensions are multiples of 8; ln(M) has roughly the requested mean and std.
+  double sum = 0, sq = 0;
+  size_t n = 0;
+  for (const auto& s : a)
+    for (const auto& p : s.problems) {
+      EXPECT_EQ(p.m % 8, 0u);
+      EXPECT_EQ(p.k % 8, 0u);
+      if (p.op == "mm") {
+        EXPECT_EQ(p.batch, 1u);
+      }
+      double l = std::log(static_cast<double>(p.m));
+      sum += l;
+      sq += l * l;
+      ++n;
+    }
+  double mean = sum / static_cast<double>(n), sd = std::sqrt(sq / static_cast<double>(n) - mean * mean);
+  EXPECT_NEAR(mean, 6.57, 0.35);  // clamping at 8 and 65536 shifts it a little
+  EXPECT_NEAR(sd, 2.3, 0.4);
+  // A different seed gives different problems.
+  m.seed = 8;
+  EXPECT_NE(expand_shards(m)[0].problems, a[0].problems);
+}
+
+TEST(Expand, GridAndExplicit) {
+  std::string g = kGood;
+  g.replace(g.find("distribution: lognormal"), 23, "distribution: grid\n    m: [64, 128]\n    n: [256]\n    k: [32, 64, 96]\n    batch: [2]");
+  Manifest m = parse_manifest(g, "m.yaml");
+  auto probs = expand_problems(m);
+  EXPECT_EQ(probs.size(), 2u * 1 * 3 * 2);  // shapes x ops (mm, bmm with one batch)
+  EXPECT_EQ(probs[0].m, 64u);
+  EXPECT_EQ(probs[1].op, "bmm");
+  EXPECT_EQ(probs[1].batch, 2u);
+}

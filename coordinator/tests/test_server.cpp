@@ -1,0 +1,153 @@
+// The server over real CURVE sockets: malformed and hostile frames get an ERR
+// reply and the coordinator keeps serving; unknown keys are refused by ZAP;
+// one worker cannot act for another; a full lease round trip works.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "diode/wire.h"
+#include "server.h"
+
+using namespace diode;
+using namespace diode::fleet;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ServerTest : ::testing::Test {
+  std::string db = (fs::temp_directory_path() / ("diode_server_" + std::to_string(::getpid()) + ".db")).string();
+  net::CurveKeyPair server_keys = net::generate_curve_keypair(), good = net::generate_curve_keypair(),
+                    other = net::generate_curve_keypair(), stranger = net::generate_curve_keypair();
+  std::string endpoint = "ipc://" + db + ".sock";
+  std::atomic<bool> stop{false};
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Server> server;
+  std::thread thread;
+  zmq::context_t ctx{1};
+
+  void SetUp() override {
+    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
+    store = std::make_unique<Store>(db, false);
+    Manifest m = parse_manifest(R"(version: 1
+name: t
+requester: me
+hardware: {device_name: "H100"}
+sweep: {ops: [mm], dtypes: [float16], problems: 4, problems_per_shard: 2, seed: 1, shapes: {distribution: lognormal}}
+)",
+                                "t.yaml");
+    store->begin();
+    store->add_manifest(m, expand_shards(m), now_ms(), nullptr);
+    store->commit();
+    ServerConfig cfg;
+    cfg.bind = endpoint;
+    cfg.keys = server_keys;
+    cfg.allowlist = {good.public_z85, other.public_z85};
+    server = std::make_unique<Server>(*store, cfg);
+    thread = std::thread([this] { server->run(stop); });
+  }
+  void TearDown() override {
+    stop = true;
+    thread.join();
+    server.reset();
+    store.reset();
+    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
+  }
+
+  zmq::socket_t client(const net::CurveKeyPair& kp) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    net::make_curve_client(s, kp, server_keys.public_z85);
+    s.connect(endpoint);
+    return s;
+  }
+
+  std::optional<Frames> call(zmq::socket_t& s, const Frames& f, int timeout_ms = 3000) {
+    Frames out{""};
+    out.insert(out.end(), f.begin(), f.end());
+    send_frames(s, out);
+    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    auto r = recv_frames(s, true);
+    if (!r) return std::nullopt;
+    return Frames(r->begin() + 2, r->end());  // drop delimiter and protocol
+  }
+
+  static std::string h100() {
+    HardwareId h;
+    h.vendor = "nvidia";
+    h.device_name = "NVIDIA H100 80GB HBM3";
+    h.compute_capability = "9.0";
+    h.memory_bytes = 85520809984ull;
+    return wire::encode(h);
+  }
+};
+
+}  // namespace
+
+TEST_F(ServerTest, MalformedFramesGetErrorsAndServingContinues) {
+  auto s = client(good);
+  std::vector<Frames> bad = {
+      {"GARBAGE"},
+      {"DIODE-COORD/1"},
+      {"HTTP/1.1", "GET", "1"},
+      {kCoordProto, "LAUNCH-MISSILES", "r1"},
+      {kCoordProto, "ASK", std::string(100, 'x'), "w"},
+      {kCoordProto, "ASK", "r2"},
+      {kCoordProto, "REGISTER", "r3", "w/gpu0", "\xc1\xff not msgpack", "replay", "v"},
+      {kCoordProto, "REGISTER", "r4", "bad name with spaces", h100(), "replay", "v"},
+      {kCoordProto, "ASK", "r5", "nobody"},
+      Frames(20, "x"),
+  };
+  for (const auto& f : bad) {
+    auto r = call(s, f);
+    ASSERT_TRUE(r) << "no reply to a malformed request of " << f.size() << " frames";
+    EXPECT_EQ((*r)[0], "ERR");
+  }
+  EXPECT_EQ((*call(s, {kCoordProto, "ASK", "r5", "nobody"}))[2], "unknown_worker");
+  // After all that, a real exchange still works.
+  auto w = call(s, {kCoordProto, "REGISTER", "r6", "node/gpu0", h100(), "replay", "test"});
+  ASSERT_TRUE(w);
+  EXPECT_EQ((*w)[0], "WELCOME");
+  auto lease = call(s, {kCoordProto, "ASK", "r7", "node/gpu0"});
+  ASSERT_TRUE(lease);
+  ASSERT_EQ((*lease)[0], "LEASE");
+  EXPECT_EQ((*lease)[3], "t/s000000");
+  auto nlohmann_spec = nlohmann::json::parse((*lease)[6]);
+  EXPECT_EQ(nlohmann_spec["problems"].size(), 2u);
+  auto hb = call(s, {kCoordProto, "HEARTBEAT", "r8", "node/gpu0", (*lease)[2]});
+  EXPECT_EQ((*hb)[0], "HEARTBEAT-OK");
+  auto bad_sha = call(s, {kCoordProto, "COMPLETE", "r9", "node/gpu0", (*lease)[2], "t/s000000", "xyz", "1", "stored"});
+  EXPECT_EQ((*bad_sha)[0], "ERR");
+  std::string sha(64, 'b');
+  auto done = call(s, {kCoordProto, "COMPLETE", "r10", "node/gpu0", (*lease)[2], "t/s000000", sha, "12", "stored"});
+  EXPECT_EQ((*done)[2], "accepted");
+  auto again = call(s, {kCoordProto, "COMPLETE", "r11", "node/gpu0", (*lease)[2], "t/s000000", sha, "12", "stored"});
+  EXPECT_EQ((*again)[2], "duplicate");
+  EXPECT_GE(server->stats().bad_frames, 5u);
+}
+
+TEST_F(ServerTest, OversizedMessageDisconnectsOnlyThatPeer) {
+  auto big = client(good);
+  Frames f{"", kCoordProto, "STATUS", "r1", std::string(2 << 20, 'x')};
+  send_frames(big, f);
+  auto s = client(other);
+  auto r = call(s, {kCoordProto, "STATUS", "r2"});
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0], "STATUS-OK");
+}
+
+TEST_F(ServerTest, UnknownKeyIsRefused) {
+  auto s = client(stranger);
+  EXPECT_FALSE(call(s, {kCoordProto, "STATUS", "r1"}, 700));
+  EXPECT_GE(server->refused_connections(), 1u);
+}
+
+TEST_F(ServerTest, WorkerIsBoundToItsKey) {
+  auto a = client(good), b = client(other);
+  ASSERT_EQ((*call(a, {kCoordProto, "REGISTER", "r1", "node/gpu0", h100(), "replay", "t"}))[0], "WELCOME");
+  auto hijack = call(b, {kCoordProto, "REGISTER", "r2", "node/gpu0", h100(), "replay", "t"});
+  EXPECT_EQ((*hijack)[2], "forbidden");
+  auto ask = call(b, {kCoordProto, "ASK", "r3", "node/gpu0"});
+  EXPECT_EQ((*ask)[2], "forbidden");
+}

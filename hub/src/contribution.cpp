@@ -1,0 +1,102 @@
+#include "contribution.h"
+
+#include <cctype>
+
+#include "diode/bundle/crypto.h"
+#include "diode/dataset.h"
+#include "diode/sha256.h"
+#include "diode/wire.h"
+
+namespace diode::hub {
+
+std::string contribution_statement(const std::string& name, uint64_t time_ms, const std::string& body_sha256_hex) {
+  return "diode-contribution/1\nname:" + name + "\ntime_ms:" + std::to_string(time_ms) + "\nsha256:" +
+         body_sha256_hex + "\n";
+}
+
+bool valid_contributor_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '.' || c == '_' || c == '@' || c == '+' ||
+          c == '-'))
+      return false;
+  return true;
+}
+
+std::map<std::string, std::string> sign_contribution(const std::string& pem, const std::string& name,
+                                                     std::string_view body, uint64_t time_ms) {
+  if (!valid_contributor_name(name)) throw std::invalid_argument("contributor name must be 1..64 of [A-Za-z0-9 ._@+-]");
+  auto key = bundle::PrivateKey::from_pem(pem);
+  std::string sig = key.sign(contribution_statement(name, time_ms, to_hex(sha256(body))));
+  return {{kHdrKey, key.public_key().hex()},
+          {kHdrName, name},
+          {kHdrTime, std::to_string(time_ms)},
+          {kHdrSignature, to_hex(reinterpret_cast<const uint8_t*>(sig.data()), sig.size())}};
+}
+
+VerifiedContribution verify_contribution(const std::map<std::string, std::string>& headers, std::string_view body,
+                                         uint64_t now_ms, const Plausibility& rules, uint64_t max_skew_ms) {
+  auto header = [&](const char* h) -> const std::string& {
+    auto it = headers.find(h);
+    if (it == headers.end() || it->second.empty()) throw Rejection("bad_request", std::string("missing header ") + h);
+    return it->second;
+  };
+  VerifiedContribution v;
+  v.info.contributor_name = header(kHdrName);
+  if (!valid_contributor_name(v.info.contributor_name))
+    throw Rejection("bad_request", std::string(kHdrName) + ": 1..64 of [A-Za-z0-9 ._@+-]");
+  const std::string& t = header(kHdrTime);
+  if (t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
+    throw Rejection("bad_request", std::string(kHdrTime) + ": expected Unix milliseconds");
+  v.info.signed_ms = std::stoull(t);
+  if (v.info.signed_ms + max_skew_ms < now_ms || v.info.signed_ms > now_ms + max_skew_ms)
+    throw Rejection("bad_signature", "signature time is more than a day away from the hub's clock");
+  bundle::PublicKey pub;
+  try {
+    pub = bundle::PublicKey::from_hex(header(kHdrKey));
+  } catch (const std::exception& e) {
+    throw Rejection("bad_request", std::string(kHdrKey) + ": " + e.what());
+  }
+  std::string sig;
+  try {
+    sig = from_hex(header(kHdrSignature));
+  } catch (const std::exception&) {
+    throw Rejection("bad_request", std::string(kHdrSignature) + ": not hex");
+  }
+  v.info.id = to_hex(sha256(body));
+  v.info.contributor_key = pub.hex();
+  if (sig.size() != 64 ||
+      !bundle::verify_signature(pub, contribution_statement(v.info.contributor_name, v.info.signed_ms, v.info.id), sig))
+    throw Rejection("bad_signature", "Ed25519 signature does not verify for this key, name, time and body");
+
+  // Only now, with a signed body, spend effort on decoding it.
+  std::string plain;
+  std::string_view msg = body;
+  if (gz::looks_gzipped(body)) {
+    try {
+      plain = gz::decompress(body, wire::kMaxMessageBytes);
+    } catch (const std::exception& e) {
+      throw Rejection("invalid_shard", e.what());
+    }
+    msg = plain;
+  }
+  Dataset d;
+  try {
+    d = wire::decode_dataset(msg);
+  } catch (const WireError& e) {
+    throw Rejection("invalid_shard", e.what());
+  }
+  if (d.shards.empty()) throw Rejection("invalid_shard", "dataset.shards: a contribution needs at least one shard");
+  v.info.hardware_key = d.hardware_key;
+  for (size_t i = 0; i < d.shards.size(); ++i) {
+    try {
+      v.shards.push_back(admit_decoded(d.shards[i], wire::encode(d.shards[i]), Source::community, now_ms, rules));
+    } catch (const Rejection& r) {
+      throw Rejection(r.code, "dataset.shards[" + std::to_string(i) + "]: " + r.what());
+    }
+    v.records += d.shards[i].records.size();
+  }
+  return v;
+}
+
+}  // namespace diode::hub

@@ -1,0 +1,132 @@
+#include "stats.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "diode/types.h"
+
+namespace diode::hub {
+
+namespace {
+
+// min/max and a histogram over floor(log2(v)) buckets.
+struct Coverage {
+  uint64_t min = UINT64_MAX, max = 0;
+  std::map<int, uint64_t> log2;
+  void add(uint64_t v) {
+    min = std::min(min, v);
+    max = std::max(max, v);
+    log2[static_cast<int>(std::bit_width(v)) - 1]++;
+  }
+  nlohmann::json to_json() const {
+    nlohmann::json h = nlohmann::json::object();
+    for (auto [b, n] : log2) h[std::to_string(b)] = n;
+    return {{"min", log2.empty() ? 0 : min}, {"max", max}, {"log2_histogram", h}};
+  }
+};
+
+}  // namespace
+
+nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources) {
+  std::map<Problem, std::set<KernelConfig>> configs;
+  std::map<std::string, uint64_t> by_status, ops, dtypes, templates;
+  Coverage m, n, k;
+  struct Contributor {
+    std::string runner, public_key;
+    std::set<std::string> sources;
+    uint64_t shards = 0, records = 0;
+  };
+  std::map<std::string, Contributor> contributors;
+  uint64_t records = 0, community_shards = 0;
+  for (size_t si = 0; si < d.shards.size(); ++si) {
+    const auto& s = d.shards[si];
+    const std::string source = si < sources.size() ? sources[si] : "";
+    if (source == "community") community_shards++;
+    auto& c = contributors[s.producer.name];
+    c.runner = s.producer.runner;
+    c.public_key = s.producer.public_key;
+    if (!source.empty()) c.sources.insert(source);
+    c.shards++;
+    c.records += s.records.size();
+    for (const auto& r : s.records) {
+      records++;
+      by_status[to_string(r.status)]++;
+      templates[r.config.template_id]++;
+      const auto& p = s.problems[r.problem_index];
+      configs[p].insert(r.config);
+    }
+  }
+  for (const auto& [p, cfgs] : configs) {
+    m.add(p.m);
+    n.add(p.n);
+    k.add(p.k);
+    ops[p.op]++;
+    dtypes[p.dtype_a + "," + p.dtype_b + "->" + p.dtype_out]++;
+  }
+  std::vector<size_t> per_problem;
+  for (const auto& [p, cfgs] : configs) per_problem.push_back(cfgs.size());
+  std::sort(per_problem.begin(), per_problem.end());
+  nlohmann::json cpp = {{"min", per_problem.empty() ? 0 : per_problem.front()},
+                        {"median", per_problem.empty() ? 0 : per_problem[per_problem.size() / 2]},
+                        {"max", per_problem.empty() ? 0 : per_problem.back()}};
+  nlohmann::json contrib = nlohmann::json::array();
+  for (const auto& [name, c] : contributors)
+    contrib.push_back({{"name", name},
+                       {"runner", c.runner},
+                       {"public_key", c.public_key},
+                       {"sources", std::vector<std::string>(c.sources.begin(), c.sources.end())},
+                       {"shards", c.shards},
+                       {"records", c.records}});
+  return {{"hardware_key", d.hardware_key},
+          {"shards", d.shards.size()},
+          {"community_shards", community_shards},
+          {"records", records},
+          {"problems", configs.size()},
+          {"configs_per_problem", cpp},
+          {"records_by_status", by_status},
+          {"coverage", {{"m", m.to_json()}, {"n", n.to_json()}, {"k", k.to_json()}}},
+          {"ops", ops},
+          {"dtypes", dtypes},
+          {"templates", templates},
+          {"contributors", contrib}};
+}
+
+std::string render_stats(const nlohmann::json& j) {
+  std::ostringstream o;
+  o << "hardware            " << j["hardware_key"].get<std::string>() << "\n"
+    << "shards              " << j["shards"] << " (" << j["community_shards"] << " community)\n"
+    << "records             " << j["records"] << "\n"
+    << "problems            " << j["problems"] << "\n"
+    << "configs per problem min " << j["configs_per_problem"]["min"] << ", median "
+    << j["configs_per_problem"]["median"] << ", max " << j["configs_per_problem"]["max"] << "\n"
+    << "records by status  ";
+  for (auto& [s, n] : j["records_by_status"].items()) o << " " << s << "=" << n;
+  o << "\n";
+  for (const char* dim : {"m", "n", "k"}) {
+    const auto& c = j["coverage"][dim];
+    o << "coverage " << dim << "          " << c["min"] << " .. " << c["max"] << "   log2:";
+    for (auto& [b, n] : c["log2_histogram"].items()) o << " 2^" << b << "=" << n;
+    o << "\n";
+  }
+  o << "ops                ";
+  for (auto& [s, n] : j["ops"].items()) o << " " << s << "=" << n;
+  o << "\ndtypes             ";
+  for (auto& [s, n] : j["dtypes"].items()) o << " " << s << "=" << n;
+  o << "\ncontributors\n";
+  for (const auto& c : j["contributors"])
+    o << "  " << c["name"].get<std::string>() << " (" << c["runner"].get<std::string>() << ") shards=" << c["shards"]
+      << " records=" << c["records"] << "\n";
+  if (j.contains("contributions")) {
+    o << "community contributions (signed)\n";
+    for (const auto& c : j["contributions"])
+      o << "  " << c["id"].get<std::string>().substr(0, 16) << " by " << c["contributor_name"].get<std::string>()
+        << " key " << c["contributor_key"].get<std::string>().substr(0, 16) << "... shards=" << c["shards"]
+        << " records=" << c["records"] << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace diode::hub

@@ -1,0 +1,19 @@
+// Dataset statistics for `diode dataset stats` and GET /v1/datasets/{hw}/stats:
+// what a dataset covers, so one can judge it before training on it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "diode/dataset.h"
+
+namespace diode::hub {
+
+// `sources`, if not empty, gives each shard's source ("agent" | "community").
+nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources = {});
+
+// Human-readable rendering of dataset_stats().
+std::string render_stats(const nlohmann::json& stats);
+
+}  // namespace diode::hub

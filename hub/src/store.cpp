@@ -1,0 +1,518 @@
+#include "store.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "diode/hardware.h"
+#include "diode/io.h"
+#include "diode/sha256.h"
+#include "diode/wire.h"
+
+namespace fs = std::filesystem;
+
+namespace diode::hub {
+
+const char* to_string(Source s) { return s == Source::agent ? "agent" : "community"; }
+
+const char* to_string(PutResult r) {
+  switch (r) {
+    case PutResult::stored: return "stored";
+    case PutResult::duplicate: return "duplicate";
+    case PutResult::conflict: return "conflict";
+    case PutResult::unknown_hardware: return "unknown_hardware";
+    case PutResult::not_attempted: return "not_attempted";
+  }
+  return "?";
+}
+
+namespace {
+
+uint64_t now_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+[[noreturn]] void die_after_failed_fsync(const std::string& what) {
+  // After a failed fsync the kernel may have dropped the dirty pages and
+  // cleared the error: retrying could "succeed" without the data on disk.
+  // Exiting lets recovery on restart decide from what is really there.
+  spdlog::critical("fsync of {} failed ({}): exiting so that recovery runs on restart", what, std::strerror(errno));
+  spdlog::shutdown();
+  std::_Exit(70);
+}
+
+void write_all(int fd, const char* p, size_t n, uint64_t off, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("write " + path + ": " + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += static_cast<uint64_t>(w);
+  }
+}
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS hardware(
+  key TEXT PRIMARY KEY,
+  hardware_json TEXT NOT NULL,
+  first_seen_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS contributions(
+  id TEXT PRIMARY KEY,              -- hex SHA-256 of the uploaded body
+  contributor_key TEXT NOT NULL,    -- hex Ed25519 public key that signed it
+  contributor_name TEXT NOT NULL,
+  signed_ms INTEGER NOT NULL,
+  received_ms INTEGER NOT NULL,
+  hardware_key TEXT NOT NULL,
+  shards INTEGER NOT NULL,
+  records INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS shards(
+  id TEXT PRIMARY KEY,
+  sha256 BLOB NOT NULL,
+  hardware_key TEXT NOT NULL,
+  producer TEXT NOT NULL,
+  agent_key TEXT NOT NULL,
+  source TEXT NOT NULL CHECK(source IN ('agent', 'community')),
+  contribution_id TEXT,
+  segment TEXT NOT NULL,
+  offset INTEGER NOT NULL,
+  length INTEGER NOT NULL,
+  records INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  received_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS shards_by_hardware ON shards(hardware_key, source);
+CREATE INDEX IF NOT EXISTS shards_by_segment ON shards(segment, offset);
+)sql";
+
+ShardRow row_from(const Stmt& st) {
+  ShardRow r;
+  r.id = st.text(0);
+  std::string h = st.blob(1);
+  r.sha256_hex = to_hex(reinterpret_cast<const uint8_t*>(h.data()), h.size());
+  r.hardware_key = st.text(2);
+  r.producer = st.text(3);
+  r.agent_key = st.text(4);
+  r.source = st.text(5);
+  r.contribution_id = st.is_null(6) ? "" : st.text(6);
+  r.segment = st.text(7);
+  r.offset = static_cast<uint64_t>(st.int64(8));
+  r.length = static_cast<uint64_t>(st.int64(9));
+  r.records = static_cast<uint64_t>(st.int64(10));
+  r.created_ms = static_cast<uint64_t>(st.int64(11));
+  r.received_ms = static_cast<uint64_t>(st.int64(12));
+  return r;
+}
+
+constexpr const char* kShardCols =
+    "id, sha256, hardware_key, producer, agent_key, source, contribution_id, segment, offset, length, records, "
+    "created_ms, received_ms";
+
+}  // namespace
+
+// The segment currently appended to for one hardware key.
+struct Store::Segment {
+  std::string rel;   // "<hw>/<seq>.seg", as stored in the catalog
+  std::string path;
+  int fd = -1;
+  uint64_t size = 0;
+  uint64_t seq = 0;
+  bool dir_unsynced = false;  // created since the last fsync of its directory
+  ~Segment() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Store::Store(Options opts) : opts_(std::move(opts)) {
+  const std::string catalog = opts_.dir + "/catalog.sqlite";
+  if (opts_.read_only) {
+    if (!fs::exists(catalog)) throw std::runtime_error("no hub store at " + opts_.dir + " (missing catalog.sqlite)");
+    rdb_ = std::make_unique<Db>(catalog, SQLITE_OPEN_READONLY);
+    return;
+  }
+  fs::create_directories(opts_.dir + "/segments");
+  db_ = std::make_unique<Db>(catalog, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  db_->exec("PRAGMA journal_mode=WAL");
+  // FULL: COMMIT returns only after the WAL is fsync'd, the point at which we ACK.
+  db_->exec("PRAGMA synchronous=FULL");
+  create_schema();
+  rdb_ = std::make_unique<Db>(catalog, SQLITE_OPEN_READWRITE);
+  auto st = db_->prepare("SELECT key, hardware_json FROM hardware");
+  while (st.step()) known_hardware_[st.text(0)] = st.text(1);
+  recover();
+}
+
+Store::~Store() = default;
+
+void Store::create_schema() { db_->exec(kSchema); }
+
+std::string Store::segment_path(const std::string& rel) const { return opts_.dir + "/segments/" + rel; }
+
+void Store::recover() {
+  // Truncate every segment to the end of the last shard its catalog rows
+  // reference: those bytes were written but never acknowledged.
+  // A segment the catalog names but the disk lacks means lost acknowledged data.
+  auto named = db_->prepare("SELECT segment, COUNT(*) FROM shards GROUP BY segment");
+  while (named.step())
+    if (!fs::exists(segment_path(named.text(0))))
+      throw std::runtime_error("segment " + named.text(0) + " is missing but holds " + std::to_string(named.int64(1)) +
+                               " acknowledged shard(s): refusing to start");
+  auto end_of = db_->prepare("SELECT MAX(offset + length) FROM shards WHERE segment = ?1");
+  auto beyond = db_->prepare("SELECT COUNT(*) FROM shards WHERE segment = ?1 AND offset + length > ?2");
+  for (const auto& hw_dir : fs::directory_iterator(opts_.dir + "/segments")) {
+    if (!hw_dir.is_directory()) continue;
+    const std::string hw = hw_dir.path().filename().string();
+    bool removed = false;
+    for (const auto& f : fs::directory_iterator(hw_dir.path())) {
+      if (f.path().extension() != ".seg") continue;
+      ++recovery_.segments;
+      const std::string rel = hw + "/" + f.path().filename().string();
+      end_of.reset();
+      end_of.bind(1, rel);
+      uint64_t end = 0;
+      if (end_of.step() && !end_of.is_null(0)) end = static_cast<uint64_t>(end_of.int64(0));
+      uint64_t size = fs::file_size(f.path());
+      if (size < end) {
+        // A referenced shard is missing bytes: the disk lost acknowledged data.
+        beyond.reset();
+        beyond.bind(1, rel).bind(2, static_cast<int64_t>(size));
+        beyond.step();
+        throw std::runtime_error("segment " + rel + " is shorter (" + std::to_string(size) +
+                                 " bytes) than its catalog says (" + std::to_string(end) + "); " +
+                                 std::to_string(beyond.int64(0)) + " shard(s) lost: refusing to start");
+      }
+      if (size > end) {
+        int fd = ::open(f.path().c_str(), O_RDWR | O_CLOEXEC);
+        if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(end)) != 0 || ::fsync(fd) != 0) {
+          int err = errno;
+          if (fd >= 0) ::close(fd);
+          throw std::runtime_error("cannot truncate segment " + rel + ": " + std::strerror(err));
+        }
+        ::close(fd);
+        ++recovery_.truncated_segments;
+        recovery_.truncated_bytes += size - end;
+        spdlog::warn("recovery: truncated {} unacknowledged bytes from segment {}", size - end, rel);
+      }
+      if (end == 0) {
+        fs::remove(f.path());
+        ++recovery_.removed_empty;
+        removed = true;
+      }
+    }
+    if (removed) io::fsync_dir(hw_dir.path().string());
+  }
+}
+
+Store::Segment& Store::active_segment(const std::string& hw, uint64_t need) {
+  auto it = active_.find(hw);
+  if (it != active_.end() && (it->second->size == 0 || it->second->size + need <= opts_.segment_max_bytes))
+    return *it->second;
+  uint64_t seq = 0;
+  const std::string dir = opts_.dir + "/segments/" + hw;
+  bool new_dir = !fs::exists(dir);
+  if (it != active_.end()) {
+    seq = it->second->seq + 1;  // roll over to the next file
+  } else if (!new_dir) {
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().extension() == ".seg") seq = std::max<uint64_t>(seq, std::stoull(f.path().stem().string()));
+  }
+  if (new_dir) {
+    fs::create_directories(dir);
+    io::fsync_dir(opts_.dir + "/segments");
+  }
+  auto seg = std::make_unique<Segment>();
+  seg->seq = seq == 0 ? 1 : seq;
+  char name[32];
+  std::snprintf(name, sizeof name, "%08llu.seg", static_cast<unsigned long long>(seg->seq));
+  seg->rel = hw + "/" + name;
+  seg->path = segment_path(seg->rel);
+  bool existed = fs::exists(seg->path);
+  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (seg->fd < 0) throw std::runtime_error("cannot open segment " + seg->path + ": " + std::strerror(errno));
+  struct stat sb {};
+  ::fstat(seg->fd, &sb);
+  seg->size = static_cast<uint64_t>(sb.st_size);
+  seg->dir_unsynced = !existed;
+  auto& ref = *seg;
+  active_[hw] = std::move(seg);
+  return ref;
+}
+
+void Store::commit(std::vector<Job*>& batch) {
+  if (opts_.read_only) throw std::logic_error("commit on a read-only store");
+  const uint64_t received = now_ms();
+  // Pass 1: decide every shard against the catalog and the batch itself.
+  auto lookup = db_->prepare("SELECT sha256 FROM shards WHERE id = ?1");
+  std::map<std::string, Sha256Digest> in_batch;
+  std::set<std::string> new_hardware;
+  struct Placed {
+    IncomingShard* s;
+    Job* job;
+    Segment* seg;
+    uint64_t offset;
+  };
+  std::vector<Placed> placed;
+  for (Job* job : batch) {
+    job->results.assign(job->shards.size(), PutResult::not_attempted);
+    // Shards this job would store; merged into in_batch unless the job is rejected.
+    std::map<std::string, Sha256Digest> job_local;
+    for (size_t i = 0; i < job->shards.size(); ++i) {
+      auto& s = job->shards[i];
+      if (!known_hardware_.count(s.hardware_key) && !new_hardware.count(s.hardware_key) && !opts_.allow_new_hardware) {
+        job->results[i] = PutResult::unknown_hardware;
+        continue;
+      }
+      std::optional<Sha256Digest> existing;
+      if (auto l = job_local.find(s.id); l != job_local.end()) existing = l->second;
+      else if (auto b = in_batch.find(s.id); b != in_batch.end()) existing = b->second;
+      else {
+        lookup.reset();
+        lookup.bind(1, s.id);
+        if (lookup.step()) {
+          std::string h = lookup.blob(0);
+          Sha256Digest d{};
+          if (h.size() == d.size()) std::memcpy(d.data(), h.data(), d.size());
+          existing = d;
+        }
+      }
+      if (existing) {
+        job->results[i] = *existing == s.sha256 ? PutResult::duplicate : PutResult::conflict;
+      } else {
+        job->results[i] = PutResult::stored;
+        job_local[s.id] = s.sha256;
+      }
+    }
+    bool reject = false;
+    if (job->contribution)
+      for (auto r : job->results) reject |= (r == PutResult::conflict || r == PutResult::unknown_hardware);
+    job->contribution_rejected = reject;
+    if (reject) continue;
+    for (size_t i = 0; i < job->shards.size(); ++i) {
+      if (job->results[i] != PutResult::stored) continue;
+      auto& s = job->shards[i];
+      in_batch[s.id] = s.sha256;
+      if (!known_hardware_.count(s.hardware_key)) new_hardware.insert(s.hardware_key);
+      placed.push_back({&s, job, nullptr, 0});
+    }
+  }
+
+  // Pass 2: append the bytes; remember where each segment started for rollback.
+  std::map<Segment*, uint64_t> start_size;
+  auto rollback = [&] {
+    for (auto& [seg, size] : start_size) {
+      if (::ftruncate(seg->fd, static_cast<off_t>(size)) == 0) seg->size = size;
+      else spdlog::error("rollback of segment {} failed: {}", seg->rel, std::strerror(errno));
+    }
+  };
+  try {
+    for (auto& p : placed) {
+      Segment& seg = active_segment(p.s->hardware_key, p.s->bytes.size());
+      start_size.emplace(&seg, seg.size);
+      write_all(seg.fd, p.s->bytes.data(), p.s->bytes.size(), seg.size, seg.path);
+      p.seg = &seg;
+      p.offset = seg.size;
+      seg.size += p.s->bytes.size();
+    }
+  } catch (...) {
+    rollback();
+    throw;
+  }
+  // Pass 3: make the bytes durable before any row may point at them.
+  std::set<std::string> dirs_to_sync;
+  for (auto& [seg, size] : start_size) {
+    if (::fdatasync(seg->fd) != 0) die_after_failed_fsync(seg->path);
+    if (seg->dir_unsynced) dirs_to_sync.insert(fs::path(seg->path).parent_path().string());
+  }
+  for (const auto& d : dirs_to_sync) io::fsync_dir(d);
+  for (auto& [seg, size] : start_size) seg->dir_unsynced = false;
+
+  // Pass 4: one transaction for the whole batch; COMMIT is the durability point.
+  std::map<std::string, std::string> hw_json;  // first sight of a hardware key: its HardwareId
+  for (auto& p : placed)
+    if (new_hardware.count(p.s->hardware_key)) hw_json.emplace(p.s->hardware_key, p.s->hardware_json);
+  try {
+    db_->exec("BEGIN IMMEDIATE");
+    auto ins_hw = db_->prepare("INSERT OR IGNORE INTO hardware(key, hardware_json, first_seen_ms) VALUES (?1, ?2, ?3)");
+    auto ins_contrib = db_->prepare(
+        "INSERT OR IGNORE INTO contributions(id, contributor_key, contributor_name, signed_ms, received_ms, "
+        "hardware_key, shards, records) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    auto ins = db_->prepare(
+        "INSERT INTO shards(id, sha256, hardware_key, producer, agent_key, source, contribution_id, segment, offset, "
+        "length, records, created_ms, received_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    for (auto& [key, json] : hw_json) {
+      ins_hw.reset();
+      ins_hw.bind(1, key).bind(2, json).bind(3, static_cast<int64_t>(received));
+      ins_hw.step();
+    }
+    for (Job* job : batch) {
+      if (!job->contribution || job->contribution_rejected) continue;
+      const auto& c = *job->contribution;
+      uint64_t records = 0;
+      for (const auto& s : job->shards) records += s.records;
+      ins_contrib.reset();
+      ins_contrib.bind(1, c.id).bind(2, c.contributor_key).bind(3, c.contributor_name);
+      ins_contrib.bind(4, static_cast<int64_t>(c.signed_ms)).bind(5, static_cast<int64_t>(received));
+      ins_contrib.bind(6, c.hardware_key).bind(7, static_cast<int64_t>(job->shards.size()));
+      ins_contrib.bind(8, static_cast<int64_t>(records));
+      ins_contrib.step();
+    }
+    for (auto& p : placed) {
+      const auto& s = *p.s;
+      ins.reset();
+      ins.bind(1, s.id).bind_blob(2, s.sha256.data(), s.sha256.size()).bind(3, s.hardware_key);
+      ins.bind(4, s.producer).bind(5, s.agent_key).bind(6, to_string(s.source));
+      if (p.job->contribution) ins.bind(7, p.job->contribution->id);
+      else ins.bind_null(7);
+      ins.bind(8, p.seg->rel).bind(9, static_cast<int64_t>(p.offset));
+      ins.bind(10, static_cast<int64_t>(s.bytes.size())).bind(11, static_cast<int64_t>(s.records));
+      ins.bind(12, static_cast<int64_t>(s.created_ms)).bind(13, static_cast<int64_t>(received));
+      ins.step();
+    }
+    db_->exec("COMMIT");
+  } catch (...) {
+    try {
+      db_->exec("ROLLBACK");
+    } catch (...) {
+    }
+    rollback();
+    throw;
+  }
+  for (auto& [key, json] : hw_json) {
+    known_hardware_[key] = json;
+    spdlog::info("new hardware recorded: {}", key);
+  }
+}
+
+std::vector<HardwareRow> Store::hardware() const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  std::vector<HardwareRow> out;
+  auto st = rdb_->prepare(
+      "SELECT h.key, h.hardware_json, h.first_seen_ms, COUNT(s.id), COALESCE(SUM(s.records), 0), "
+      "COALESCE(SUM(s.source = 'community'), 0), COALESCE(SUM(CASE WHEN s.source = 'community' THEN s.records END), 0) "
+      "FROM hardware h LEFT JOIN shards s ON s.hardware_key = h.key GROUP BY h.key ORDER BY h.key");
+  while (st.step()) {
+    HardwareRow r;
+    r.key = st.text(0);
+    r.hardware_json = st.text(1);
+    r.first_seen_ms = static_cast<uint64_t>(st.int64(2));
+    r.shards = static_cast<uint64_t>(st.int64(3));
+    r.records = static_cast<uint64_t>(st.int64(4));
+    r.community_shards = static_cast<uint64_t>(st.int64(5));
+    r.community_records = static_cast<uint64_t>(st.int64(6));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<HardwareRow> Store::hardware(const std::string& key) const {
+  for (auto& r : hardware())
+    if (r.key == key) return r;
+  return std::nullopt;
+}
+
+std::vector<ShardRow> Store::shards(const std::string& hw, bool include_community) const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  std::string sql = std::string("SELECT ") + kShardCols + " FROM shards WHERE hardware_key = ?1" +
+                    (include_community ? "" : " AND source = 'agent'") + " ORDER BY received_ms, id";
+  auto st = rdb_->prepare(sql.c_str());
+  st.bind(1, hw);
+  std::vector<ShardRow> out;
+  while (st.step()) out.push_back(row_from(st));
+  return out;
+}
+
+std::optional<ShardRow> Store::shard(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  std::string sql = std::string("SELECT ") + kShardCols + " FROM shards WHERE id = ?1";
+  auto st = rdb_->prepare(sql.c_str());
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return row_from(st);
+}
+
+std::string Store::read_bytes(const ShardRow& row) const {
+  const std::string path = segment_path(row.segment);
+  if (row.segment.find("..") != std::string::npos) throw std::runtime_error("bad segment name in catalog: " + row.segment);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open segment " + path + ": " + std::strerror(errno));
+  std::string out(row.length, '\0');
+  size_t got = 0;
+  while (got < row.length) {
+    ssize_t r = ::pread(fd, out.data() + got, row.length - got, static_cast<off_t>(row.offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(fd);
+      throw std::runtime_error("segment " + row.segment + " is short reading shard " + row.id);
+    }
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  return out;
+}
+
+Dataset Store::dataset(const std::string& hw, bool include_community, std::vector<std::string>* sources) const {
+  Dataset d;
+  d.hardware_key = hw;
+  for (const auto& row : shards(hw, include_community)) {
+    d.shards.push_back(wire::decode_shard(read_bytes(row)));
+    if (sources) sources->push_back(row.source);
+  }
+  return d;
+}
+
+StoreTotals Store::totals() const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  auto st = rdb_->prepare("SELECT COUNT(*), COALESCE(SUM(records), 0), COALESCE(SUM(length), 0) FROM shards");
+  StoreTotals t;
+  if (st.step()) {
+    t.shards = static_cast<uint64_t>(st.int64(0));
+    t.records = static_cast<uint64_t>(st.int64(1));
+    t.bytes = static_cast<uint64_t>(st.int64(2));
+  }
+  return t;
+}
+
+std::optional<ContributionInfo> Store::contribution(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  auto st = rdb_->prepare(
+      "SELECT id, contributor_key, contributor_name, signed_ms, hardware_key FROM contributions WHERE id = ?1");
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  ContributionInfo c;
+  c.id = st.text(0);
+  c.contributor_key = st.text(1);
+  c.contributor_name = st.text(2);
+  c.signed_ms = static_cast<uint64_t>(st.int64(3));
+  c.hardware_key = st.text(4);
+  return c;
+}
+
+nlohmann::json Store::contributions(const std::string& hw) const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  auto st = rdb_->prepare(
+      "SELECT id, contributor_name, contributor_key, signed_ms, received_ms, shards, records FROM contributions "
+      "WHERE hardware_key = ?1 ORDER BY received_ms, id");
+  st.bind(1, hw);
+  nlohmann::json out = nlohmann::json::array();
+  while (st.step())
+    out.push_back({{"id", st.text(0)},
+                   {"contributor_name", st.text(1)},
+                   {"contributor_key", st.text(2)},
+                   {"signed_ms", st.int64(3)},
+                   {"received_ms", st.int64(4)},
+                   {"shards", st.int64(5)},
+                   {"records", st.int64(6)}});
+  return out;
+}
+
+}  // namespace diode::hub

@@ -1,0 +1,126 @@
+// Admission rules and contribution signatures.
+#include <gtest/gtest.h>
+
+#include "contribution.h"
+#include "diode/bundle/crypto.h"
+#include "diode/dataset.h"
+#include "diode/hardware.h"
+#include "diode/sha256.h"
+#include "stats.h"
+#include "support.h"
+#include "validate.h"
+
+using namespace diode;
+using namespace diode::hub;
+namespace tk = diode::hub::testkit;
+
+namespace {
+
+std::string code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Rejection& r) {
+    return r.code;
+  }
+  return "accepted";
+}
+
+std::string admit_code(Shard s) {
+  wire::seal(s);
+  return code_of([&] { admit_shard(wire::encode(s), Source::agent, tk::wall_ms()); });
+}
+
+}  // namespace
+
+TEST(Validate, AcceptsAPlausibleShard) { EXPECT_EQ(admit_code(tk::make_shard("ok", 100)), "accepted"); }
+
+TEST(Validate, RejectsImplausibleValues) {
+  auto s = tk::make_shard("x", 10);
+  auto fast = s;
+  fast.records[0].median_us = 1e-9;  // far above any device's FLOP rate
+  EXPECT_EQ(admit_code(fast), "invalid_shard");
+  auto slow = s;
+  slow.records[0].median_us = 1e9;
+  EXPECT_EQ(admit_code(slow), "invalid_shard");
+  auto no_repeats = s;
+  no_repeats.records[0].repeats = 0;
+  EXPECT_EQ(admit_code(no_repeats), "invalid_shard");
+  auto future = s;
+  future.created_ms = tk::wall_ms() + 7ull * 24 * 3600 * 1000;
+  EXPECT_EQ(admit_code(future), "invalid_shard");
+  auto ancient = s;
+  ancient.created_ms = 1000;
+  EXPECT_EQ(admit_code(ancient), "invalid_shard");
+  auto empty = s;
+  empty.records.clear();
+  EXPECT_EQ(admit_code(empty), "invalid_shard");
+  auto nan = s;
+  nan.records[0].median_us = std::nan("");
+  EXPECT_EQ(admit_code(nan), "invalid_shard");
+  auto negative = s;
+  negative.records[0].median_us = -3;
+  EXPECT_EQ(admit_code(negative), "invalid_shard");
+}
+
+TEST(Validate, TamperedBytesFailTheHash) {
+  std::string bytes = wire::encode(tk::make_shard("x", 10));
+  bytes[bytes.size() / 2] ^= 1;
+  EXPECT_EQ(code_of([&] { admit_shard(bytes, Source::agent, tk::wall_ms()); }), "invalid_shard");
+}
+
+TEST(Contribution, SignedUploadVerifiesAndTamperingFails) {
+  auto key = bundle::PrivateKey::generate();
+  Dataset d;
+  d.hardware_key = hardware_key(tk::test_hardware());
+  d.shards = {tk::make_shard("c1", 20, 1), tk::make_shard("c2", 20, 2)};
+  std::string body = gz::compress(wire::encode(d));
+  const uint64_t now = tk::wall_ms();
+  auto headers = sign_contribution(key.to_pem(), "alice", body, now);
+  auto v = verify_contribution(headers, body, now);
+  EXPECT_EQ(v.shards.size(), 2u);
+  EXPECT_EQ(v.records, 40u);
+  EXPECT_EQ(v.info.contributor_key, key.public_key().hex());
+  EXPECT_EQ(v.info.id, to_hex(sha256(body)));
+  EXPECT_EQ(v.shards[0].source, Source::community);
+
+  std::string tampered = body;
+  tampered[tampered.size() / 2] ^= 1;
+  EXPECT_EQ(code_of([&] { verify_contribution(headers, tampered, now); }), "bad_signature");
+  auto renamed = headers;
+  renamed[kHdrName] = "mallory";
+  EXPECT_EQ(code_of([&] { verify_contribution(renamed, body, now); }), "bad_signature");
+  auto other = sign_contribution(bundle::PrivateKey::generate().to_pem(), "alice", body, now);
+  auto wrong_key = headers;
+  wrong_key[kHdrKey] = other[kHdrKey];
+  EXPECT_EQ(code_of([&] { verify_contribution(wrong_key, body, now); }), "bad_signature");
+  EXPECT_EQ(code_of([&] { verify_contribution(headers, body, now + 3ull * 24 * 3600 * 1000); }), "bad_signature");
+  auto missing = headers;
+  missing.erase(kHdrSignature);
+  EXPECT_EQ(code_of([&] { verify_contribution(missing, body, now); }), "bad_request");
+  // A validly signed but invalid dataset is refused after the signature check.
+  std::string junk = "not a dataset";
+  auto signed_junk = sign_contribution(key.to_pem(), "alice", junk, now);
+  EXPECT_EQ(code_of([&] { verify_contribution(signed_junk, junk, now); }), "invalid_shard");
+}
+
+TEST(Stats, SummarisesCoverage) {
+  Dataset d;
+  d.hardware_key = hardware_key(tk::test_hardware());
+  d.shards = {tk::make_shard("s1", 100, 1, 10), tk::make_shard("s2", 50, 2, 10)};
+  d.shards[1].records[0].status = TimingStatus::timeout;
+  d.shards[1].records[0].median_us = 0;
+  wire::seal(d.shards[1]);
+  auto j = dataset_stats(d, {"agent", "community"});
+  EXPECT_EQ(j["shards"], 2);
+  EXPECT_EQ(j["community_shards"], 1);
+  EXPECT_EQ(j["records"], 150);
+  EXPECT_EQ(j["records_by_status"]["ok"], 149);
+  EXPECT_EQ(j["records_by_status"]["timeout"], 1);
+  EXPECT_EQ(j["problems"], d.problem_count());
+  EXPECT_GE(j["coverage"]["m"]["min"].get<uint64_t>(), 64u);
+  EXPECT_LE(j["coverage"]["m"]["max"].get<uint64_t>(), 64u << 7);
+  EXPECT_GE(j["configs_per_problem"]["max"].get<uint64_t>(), j["configs_per_problem"]["min"].get<uint64_t>());
+  EXPECT_EQ(j["ops"]["mm"], d.problem_count());
+  EXPECT_EQ(j["contributors"].size(), 1u);
+  EXPECT_FALSE(render_stats(j).empty());
+}

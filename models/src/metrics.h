@@ -1,0 +1,89 @@
+// Kernel-selection metrics (TenSet style) and the candidate-vs-published gate.
+//
+// For one problem, with the model's scores (predicted log time, lower = faster)
+// over the problem's configs:
+//   regret@k = (best measured time among the model's k best-scored Triton
+//               configs) / (best measured time of all the problem's Triton configs)
+// A config that failed to compile or run counts as the problem's slowest ok
+// Triton time (Inductor would have skipped it, and something slow gets used).
+// "default" is the same ratio for Inductor's DEFAULT list (inductor_default.h):
+// the best DEFAULT config, i.e. what max-autotune with the DEFAULT search space
+// finds. The "_with_aten" variants put the ATen (cuBLAS) time into both
+// numerator and denominator: Inductor always benchmarks ATen too, so this is
+// the end-to-end view of the choice; the plain variant isolates the ranking.
+// Over problems: geometric mean and p90 (nearest rank).
+#pragma once
+
+#include <array>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "problem_set.h"
+
+namespace diode::models {
+
+inline constexpr std::array<int, 3> kRegretK = {1, 5, 10};
+
+struct ProblemResult {
+  uint64_t hash = 0;
+  std::string label;                  // op_dtype_label
+  std::array<double, 3> regret{};     // per kRegretK
+  double default_regret = 1.0;
+  std::array<double, 3> regret_aten{};
+  double default_regret_aten = 1.0;
+  size_t default_matched = 0;  // records matching a DEFAULT tile
+  size_t default_tiles = 0;    // tiles in the DEFAULT list for this problem
+  size_t default_missing = 0;  // of those, tiles with no record in the data
+};
+
+struct RegretStats {
+  double geomean = 1.0, p90 = 1.0;
+  bool operator==(const RegretStats&) const = default;
+};
+
+struct Metrics {
+  size_t problems = 0, records = 0;  // test problems, ok records scored for RMSE
+  double rmse_log = 0.0;             // of log time over ok records
+  std::string test_set_id;           // sha256 hex over the sorted problem hashes
+  std::map<int, RegretStats> model, model_with_aten;  // key: k
+  RegretStats inductor_default, inductor_default_with_aten;
+  double default_coverage = 1.0;  // fraction of DEFAULT tiles found in the data
+  double rank_ms = 0.0;      // mean wall time to score one problem's configs (0 = not measured)
+  double rank_cpu_ms = 0.0;  // the same in thread CPU time (robust on a shared machine)
+
+  nlohmann::json to_json() const;
+  static Metrics from_json(const nlohmann::json& j);
+};
+
+// Scores one problem's configs (one value per g.configs entry).
+using Scorer = std::function<std::vector<float>(const ProblemGroup&)>;
+
+// Per-problem result; the group needs at least one ok Triton config.
+ProblemResult evaluate_problem(const ProblemGroup& g, const std::vector<float>& scores);
+
+RegretStats regret_stats(const std::vector<double>& regrets);
+
+struct Evaluation {
+  Metrics metrics;
+  std::vector<ProblemResult> problems;
+  // (measured, predicted) log time of every ok record, for the scatter plot.
+  std::vector<std::pair<float, float>> points;
+};
+
+// Scores every group in `idx` (groups without an ok Triton config are skipped)
+// and aggregates. `time_ranking` also measures rank_ms.
+Evaluation evaluate(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx,
+                    const Scorer& score, bool time_ranking = false);
+
+// The publish gate. True when `candidate` is at least as good as `published`
+// on the same test problems: for every k in {1, 5, 10} its geometric-mean
+// regret is not above the published one by more than `tolerance` (relative),
+// and likewise its p90 regret at k = 5. Throws std::invalid_argument when the
+// two were measured on different test sets (the comparison would be
+// meaningless). The tolerance absorbs timing noise in the data (default 0.2%).
+bool better_or_equal(const Metrics& candidate, const Metrics& published, double tolerance = 0.002);
+
+}  // namespace diode::models

@@ -1,0 +1,176 @@
+#include "model_format.h"
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <msgpack.hpp>
+
+#include "diode/error.h"
+#include "diode/io.h"
+
+namespace diode::models {
+
+static_assert(std::endian::native == std::endian::little, "weights are stored little-endian");
+
+namespace {
+constexpr const char* kMagic = "diode-weights";
+constexpr uint64_t kVersion = 1, kMaxTensors = 1024, kMaxBytes = 64u << 20;
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw WireError(where + ": " + what);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<uint64_t>>> Architecture::tensor_shapes() const {
+  const uint64_t d = uint64_t(input), h = uint64_t(hidden);
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> s = {{"input.weight", {h, d}},
+                                                                  {"input.bias", {h}}};
+  for (int i = 0; i < blocks; ++i)
+    for (const char* fc : {"fc1", "fc2"}) {
+      const std::string p = "blocks." + std::to_string(i) + "." + fc;
+      s.push_back({p + ".weight", {h, h}});
+      s.push_back({p + ".bias", {h}});
+    }
+  s.push_back({"head.weight", {1, h}});
+  s.push_back({"head.bias", {1}});
+  return s;
+}
+
+nlohmann::json Architecture::to_json() const {
+  return {{"kind", "residual_mlp"}, {"input", input}, {"hidden", hidden}, {"blocks", blocks},
+          {"activation", activation}};
+}
+
+Architecture Architecture::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) bad("model.json architecture", "expected an object");
+  if (j.value("kind", "") != "residual_mlp")
+    bad("model.json architecture.kind", "unsupported architecture (this build reads residual_mlp)");
+  auto int_field = [&](const char* name, int lo, int hi) {
+    if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int64_t>() < lo ||
+        j[name].get<int64_t>() > hi)
+      bad(std::string("model.json architecture.") + name,
+          "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return j[name].get<int>();
+  };
+  Architecture a;
+  a.input = int_field("input", 1, 4096);
+  a.hidden = int_field("hidden", 1, 8192);
+  a.blocks = int_field("blocks", 0, 64);
+  a.activation = j.value("activation", "");
+  if (a.activation != "relu" && a.activation != "silu")
+    bad("model.json architecture.activation", "expected relu or silu");
+  return a;
+}
+
+std::string encode_weights(const std::vector<NamedTensor>& w) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(std::string(kMagic));
+  pk.pack(kVersion);
+  pk.pack_array(uint32_t(w.size()));
+  for (const auto& t : w) {
+    pk.pack_array(4);
+    pk.pack(t.name);
+    pk.pack(std::string("float32"));
+    pk.pack(t.shape);
+    const uint32_t n = uint32_t(t.data.size() * sizeof(float));
+    pk.pack_bin(n);
+    pk.pack_bin_body(reinterpret_cast<const char*>(t.data.data()), n);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::vector<NamedTensor> decode_weights(std::string_view bytes, const Architecture& arch) {
+  const std::string where = "weights.msgpack";
+  if (bytes.size() > kMaxBytes + (1u << 20)) bad(where, "larger than the 64 MiB limit");
+  msgpack::object_handle oh;
+  try {
+    std::size_t off = 0;
+    msgpack::unpack_limit limits(kMaxTensors * 4, 0, 256, kMaxBytes, 0, 6);
+    oh = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr, limits);
+    if (off != bytes.size()) bad(where, "trailing bytes");
+  } catch (const msgpack::unpack_error& e) {
+    bad(where, std::string("not valid msgpack (") + e.what() + ")");
+  } catch (const std::length_error& e) {
+    bad(where, std::string("over a size limit (") + e.what() + ")");
+  }
+  const msgpack::object& o = oh.get();
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != 3) bad(where, "expected [magic, version, tensors]");
+  const auto* top = o.via.array.ptr;
+  if (top[0].type != msgpack::type::STR || top[0].as<std::string>() != kMagic) bad(where, "bad magic");
+  if (top[1].type != msgpack::type::POSITIVE_INTEGER || top[1].as<uint64_t>() != kVersion)
+    bad(where, "unsupported weights version");
+  if (top[2].type != msgpack::type::ARRAY) bad(where, "tensors: expected an array");
+  const auto expected = arch.tensor_shapes();
+  if (top[2].via.array.size != expected.size())
+    bad(where, "expected " + std::to_string(expected.size()) + " tensors for this architecture, got " +
+                   std::to_string(top[2].via.array.size));
+  std::vector<NamedTensor> out;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < top[2].via.array.size; ++i) {
+    const std::string at = where + " tensors[" + std::to_string(i) + "]";
+    const msgpack::object& t = top[2].via.array.ptr[i];
+    if (t.type != msgpack::type::ARRAY || t.via.array.size != 4) bad(at, "expected [name, dtype, shape, data]");
+    const auto* f = t.via.array.ptr;
+    if (f[0].type != msgpack::type::STR || f[1].type != msgpack::type::STR || f[2].type != msgpack::type::ARRAY ||
+        f[3].type != msgpack::type::BIN)
+      bad(at, "wrong field types");
+    NamedTensor nt;
+    nt.name = f[0].as<std::string>();
+    if (f[1].as<std::string>() != "float32") bad(at, "dtype must be float32");
+    uint64_t count = 1;
+    for (uint32_t d = 0; d < f[2].via.array.size; ++d) {
+      if (f[2].via.array.ptr[d].type != msgpack::type::POSITIVE_INTEGER) bad(at, "shape must be uints");
+      nt.shape.push_back(f[2].via.array.ptr[d].as<uint64_t>());
+      count *= nt.shape.back();
+      if (count > kMaxBytes) bad(at, "tensor too large");
+    }
+    if (nt.name != expected[i].first || nt.shape != expected[i].second)
+      bad(at, "expected " + expected[i].first + " with the architecture's shape, got " + nt.name);
+    if (uint64_t(f[3].via.bin.size) != count * 4) bad(at, "data is not prod(shape) * 4 bytes");
+    total += count * 4;
+    if (total > kMaxBytes) bad(where, "more than 64 MiB of weights");
+    nt.data.resize(count);
+    std::memcpy(nt.data.data(), f[3].via.bin.ptr, count * 4);
+    out.push_back(std::move(nt));
+  }
+  return out;
+}
+
+nlohmann::json model_json(const ModelDir& m) {
+  return {{"format", "diode-model"},     {"version", 1},         {"hardware_key", m.hardware_key},
+          {"architecture", m.arch.to_json()}, {"feature_spec", m.spec.to_json()}, {"target", "log_us"},
+          {"dataset", m.dataset},         {"metrics", m.metrics}, {"training", m.training}};
+}
+
+void save_model_dir(const std::string& dir, const ModelDir& m) {
+  std::filesystem::create_directories(dir);
+  io::write_file_atomic(dir + "/weights.msgpack", encode_weights(m.weights));
+  io::write_file_atomic(dir + "/model.json", model_json(m).dump(2) + "\n");
+}
+
+ModelDir load_model_dir(const std::string& dir) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(io::read_file(dir + "/model.json", 4u << 20));
+  } catch (const nlohmann::json::parse_error& e) {
+    bad(dir + "/model.json", std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "diode-model") bad("model.json format", "expected diode-model");
+  if (!j.contains("version") || j["version"] != 1) bad("model.json version", "unsupported (this build reads 1)");
+  if (j.value("target", "") != "log_us") bad("model.json target", "expected log_us");
+  ModelDir m;
+  m.hardware_key = j.value("hardware_key", "");
+  if (m.hardware_key.empty()) bad("model.json hardware_key", "missing");
+  m.arch = Architecture::from_json(j.at("architecture"));
+  m.spec = FeatureSpec::from_json(j.at("feature_spec"));
+  if (m.spec.size() != size_t(m.arch.input))
+    bad("model.json architecture.input", "differs from the feature spec's feature count");
+  m.dataset = j.value("dataset", nlohmann::json::object());
+  m.metrics = j.value("metrics", nlohmann::json::object());
+  m.training = j.value("training", nlohmann::json::object());
+  m.weights = decode_weights(io::read_file(dir + "/weights.msgpack", 72u << 20), m.arch);
+  return m;
+}
+
+}  // namespace diode::models

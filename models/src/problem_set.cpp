@@ -1,0 +1,80 @@
+#include "problem_set.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "diode/sha256.h"
+#include "diode/wire.h"
+
+namespace diode::models {
+
+size_t ProblemGroup::ok_count() const {
+  return size_t(std::count_if(log_us.begin(), log_us.end(), [](double v) { return !std::isnan(v); }));
+}
+
+bool ProblemGroup::has_triton_ok() const {
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (configs[i].is_triton() && !std::isnan(log_us[i])) return true;
+  return false;
+}
+
+uint64_t problem_hash(const Problem& p) {
+  const Sha256Digest d = sha256(wire::encode(p));
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h = (h << 8) | d[size_t(i)];
+  return h;
+}
+
+std::string op_dtype_label(const Problem& p) { return p.op + " " + p.dtype_a; }
+
+std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts) {
+  if (!opts.hardware_key.empty() && d.hardware_key != opts.hardware_key)
+    throw std::runtime_error("dataset is for hardware '" + d.hardware_key + "', expected '" +
+                             opts.hardware_key + "'");
+  struct Acc {
+    double sum = 0;
+    int ok = 0;
+  };
+  std::map<Problem, std::map<KernelConfig, Acc>> acc;
+  size_t skipped_community = 0;
+  for (const Shard& s : d.shards) {
+    if (s.producer.runner == "community" && !opts.include_community) {
+      ++skipped_community;
+      continue;
+    }
+    for (const ShardRecord& r : s.records) {
+      if (r.flags & kRecordReplayed) continue;
+      Acc& a = acc[s.problems.at(r.problem_index)][r.config];
+      if (r.status == TimingStatus::ok && r.median_us > 0) {
+        a.sum += std::log(r.median_us);
+        ++a.ok;
+      }
+    }
+  }
+  std::vector<ProblemGroup> out;
+  out.reserve(acc.size());
+  for (auto& [p, cfgs] : acc) {
+    ProblemGroup g;
+    g.problem = p;
+    g.hash = problem_hash(p);
+    for (auto& [c, a] : cfgs) {
+      g.configs.push_back(c);
+      g.log_us.push_back(a.ok ? a.sum / a.ok : std::numeric_limits<double>::quiet_NaN());
+    }
+    if (g.ok_count() > 0) out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const ProblemGroup& a, const ProblemGroup& b) {
+    return a.hash != b.hash ? a.hash < b.hash : a.problem < b.problem;
+  });
+  if (out.empty())
+    throw std::runtime_error("dataset has no problem with an ok timing" +
+                             (skipped_community ? " (" + std::to_string(skipped_community) +
+                                                      " community shards left out; see --include-community)"
+                                                : std::string()));
+  return out;
+}
+
+}  // namespace diode::models

@@ -1,0 +1,49 @@
+// A dataset regrouped by problem: the unit the trainer splits, partitions,
+// batches and scores. Every metric in this component is "per problem", so the
+// raw records are turned into groups once, here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "diode/dataset.h"
+#include "diode/types.h"
+
+namespace diode::models {
+
+struct ProblemGroup {
+  Problem problem;
+  uint64_t hash = 0;                  // problem_hash(problem)
+  std::vector<KernelConfig> configs;  // sorted, unique
+  // Natural log of the median time in us per config; NaN for a config that
+  // never ran (compile_error / out_of_resources / timeout).
+  std::vector<double> log_us;
+
+  size_t ok_count() const;
+  bool has_triton_ok() const;
+};
+
+struct GroupOptions {
+  // The hardware the caller trains/validates for; empty = take the dataset's.
+  std::string hardware_key;
+  // Shards whose producer.runner is "community" are left out unless asked for
+  // (unreviewed contributions must not silently shape a published model).
+  bool include_community = false;
+};
+
+// Stable 64-bit id of a problem: the first 8 bytes of SHA-256 over its
+// canonical wire encoding, so every rank, host and run agrees on it.
+uint64_t problem_hash(const Problem& p);
+
+// Groups the records of `d` by problem. Records flagged as replayed are
+// dropped (they were not measured). A (problem, config) timed several times
+// keeps the mean log time of its ok timings. Groups are sorted by hash.
+// Throws std::runtime_error if the hardware differs from opts.hardware_key
+// or nothing usable is left.
+std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts);
+
+// Short "op dtype" label used by reports ("mm float16").
+std::string op_dtype_label(const Problem& p);
+
+}  // namespace diode::models

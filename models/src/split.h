@@ -1,0 +1,36 @@
+// Deterministic train / validation / test split BY PROBLEM, and the
+// partition of training problems over MPI ranks. Both depend only on the
+// problem hash (problem_set.h), never on row order, file order or the rank
+// count (for the split), so a problem never leaks across splits and a model
+// retrained on a grown dataset keeps its old test problems in test.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "problem_set.h"
+
+namespace diode::models {
+
+enum class Split { train, validation, test };
+const char* to_string(Split s);
+
+struct SplitFractions {
+  int validation_pct = 10;  // problems whose bucket falls in [0, validation)
+  int test_pct = 10;        // then [validation, validation + test); rest train
+};
+
+// The bucket is taken from the high bits of the hash (the low bits pick the
+// rank), so split and rank assignment are independent.
+Split split_of(uint64_t problem_hash, const SplitFractions& f = {});
+
+// Indices of `groups` in split `s`, in the groups' order.
+std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Split s,
+                                     const SplitFractions& f = {});
+
+// The training problems of one rank: sorted by hash, then dealt round-robin
+// (balanced to within one problem).
+std::vector<size_t> rank_partition(const std::vector<ProblemGroup>& groups,
+                                   const std::vector<size_t>& split_indices, int rank, int nranks);
+
+}  // namespace diode::models

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# synthetic dataset -> 2-rank training -> `diode validate` with a report; then
+# the error paths users hit first (wrong hardware, empty data, bad flags).
+set -euo pipefail
+synth=$1 train=$2 diode=$3 mpirun=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mpi=("$mpirun" -np 2 --oversubscribe --allow-run-as-root --bind-to none)
+
+"$synth" --out "$work/data/a.msgpack.gz" --problems 120 --config-stride 8 --seed 3
+"${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/model" \
+  --epochs 3 --hidden 32 --blocks 1 --seed 2 | tee "$work/train.log"
+grep -q "^epoch 3/3 " "$work/train.log"
+grep -q "identical on all 2 ranks" "$work/train.log"
+test -s "$work/model/model.json" && test -s "$work/model/weights.msgpack"
+grep -q '"regret"' "$work/model/model.json"
+
+"$diode" validate --model "$work/model" --dataset "$work/data" --report "$work/report" | tee "$work/validate.log"
+grep -q "Inductor DEFAULT" "$work/validate.log"
+for f in summary.json scatter.svg regret_cdf_top1.svg regret_cdf_top5.svg regret_cdf_top10.svg; do
+  test -s "$work/report/$f" || { echo "missing $f"; exit 1; }
+done
+grep -q "<svg" "$work/report/scatter.svg"
+
+# Same seed and rank count -> same weights.
+"${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/model2" \
+  --epochs 3 --hidden 32 --blocks 1 --seed 2 --quiet
+cmp "$work/model/weights.msgpack" "$work/model2/weights.msgpack"
+
+# Errors are clear and non-zero.
+expect_fail() { if "$@" >"$work/err.log" 2>&1; then echo "expected failure: $*"; exit 1; fi; cat "$work/err.log"; }
+expect_fail "$train" --hardware nvidia-a100-sxm4-80gb --data "$work/data" --out "$work/x"
+grep -q "dataset is for hardware 'nvidia-h100-80gb'" "$work/err.log"
+mkdir -p "$work/empty"
+expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/empty" --out "$work/x"
+expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --loss hinge
+expect_fail "$diode" validate --model "$work/nothing" --dataset "$work/data"
+echo "end to end OK"

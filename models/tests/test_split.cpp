@@ -1,0 +1,108 @@
+// Train/validation/test split is by problem and deterministic; rank partitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "problem_set.h"
+#include "split.h"
+#include "synth.h"
+
+using namespace diode;
+using namespace diode::models;
+
+TEST(Split, FractionsAndDeterminism) {
+  std::mt19937_64 rng(3);
+  int n[3] = {0, 0, 0};
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t h = rng();
+    const Split s = split_of(h);
+    EXPECT_EQ(s, split_of(h));
+    ++n[int(s)];
+  }
+  EXPECT_NEAR(n[int(Split::train)] / 20000.0, 0.8, 0.02);
+  EXPECT_NEAR(n[int(Split::validation)] / 20000.0, 0.1, 0.01);
+  EXPECT_NEAR(n[int(Split::test)] / 20000.0, 0.1, 0.01);
+  EXPECT_THROW(split_of(1, {50, 50}), std::invalid_argument);
+}
+
+TEST(Split, GroupsMergeAProblemAcrossShardsSoItLandsInOneSplit) {
+  SynthOptions o;
+  o.problems = 30, o.shards = 3, o.config_stride = 50;
+  Dataset d = make_synthetic_dataset(o);
+  // The same problem measured again in another shard, with a different time.
+  Shard extra = d.shards[0];
+  extra.id = "extra";
+  for (auto& r : extra.records) r.median_us *= 4;
+  d.shards.push_back(extra);
+  const auto groups = group_by_problem(d, {});
+  EXPECT_EQ(groups.size(), 30u);  // no duplicate problem, whatever shard it came from
+  std::set<uint64_t> seen;
+  for (const auto& g : groups) EXPECT_TRUE(seen.insert(g.hash).second);
+  // Repeated timings are merged as the mean of their logs: x and 4x -> 2x.
+  const ShardRecord& aten = d.shards[0].records.back();
+  const Problem& p0 = d.shards[0].problems[aten.problem_index];
+  int checked = 0;
+  for (const auto& g : groups)
+    for (size_t i = 0; i < g.configs.size(); ++i)
+      if (g.problem == p0 && g.configs[i] == aten.config) {
+        EXPECT_NEAR(g.log_us[i], std::log(aten.median_us * 2), 1e-9);
+        ++checked;
+      }
+  EXPECT_EQ(checked, 1);
+  // Every problem is in exactly one split.
+  size_t total = 0;
+  for (Split s : {Split::train, Split::validation, Split::test}) total += indices_in_split(groups, s).size();
+  EXPECT_EQ(total, groups.size());
+}
+
+TEST(Split, SplitOfAProblemDoesNotDependOnTheRestOfTheData) {
+  SynthOptions small, big;
+  small.problems = 20, small.config_stride = 100;
+  big = small;
+  big.problems = 60;  // same seed: the first 20 problems are the same ones
+  const auto gs = group_by_problem(make_synthetic_dataset(small), {});
+  const auto gb = group_by_problem(make_synthetic_dataset(big), {});
+  size_t common = 0;
+  for (const auto& g : gs) {
+    for (const auto& h : gb) {
+      if (g.problem == h.problem) {
+        EXPECT_EQ(split_of(g.hash), split_of(h.hash));
+        ++common;
+      }
+    }
+  }
+  EXPECT_EQ(common, gs.size());
+}
+
+TEST(Split, RankPartitionIsDisjointCoveringAndBalanced) {
+  std::vector<ProblemGroup> groups(101);
+  std::mt19937_64 rng(5);
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].hash = rng(), idx.push_back(i);
+  std::multiset<size_t> all;
+  for (int r = 0; r < 4; ++r) {
+    const auto part = rank_partition(groups, idx, r, 4);
+    EXPECT_GE(part.size(), 25u);
+    EXPECT_LE(part.size(), 26u);
+    all.insert(part.begin(), part.end());
+  }
+  EXPECT_EQ(all.size(), groups.size());
+  EXPECT_EQ(std::set<size_t>(all.begin(), all.end()).size(), groups.size());
+  EXPECT_THROW(rank_partition(groups, idx, 4, 4), std::invalid_argument);
+}
+
+TEST(Groups, WrongHardwareAndCommunityAreRefused) {
+  SynthOptions o;
+  o.problems = 5, o.config_stride = 100;
+  Dataset d = make_synthetic_dataset(o);
+  GroupOptions go;
+  go.hardware_key = "nvidia-a100-sxm4-80gb";
+  EXPECT_THROW(group_by_problem(d, go), std::runtime_error);
+  for (auto& s : d.shards) s.producer.runner = "community";
+  EXPECT_THROW(group_by_problem(d, {}), std::runtime_error);  // nothing left
+  GroupOptions with;
+  with.include_community = true;
+  EXPECT_EQ(group_by_problem(d, with).size(), 5u);
+}
