@@ -36,7 +36,7 @@ int run(int argc, char** argv, const Comm& comm) {
                "diode-train"};
   app.set_version_flag("--version", std::string("diode-train ") + DIODE_VERSION);
   std::string hardware, data, out, loss = "listwise";
-  bool include_community = false, quiet = false;
+  bool include_community = false, include_replayed = false, quiet = false;
   TrainOptions o;
   app.add_option("--hardware", hardware, "hardware key the model is for; the data must match")->required();
   app.add_option("--data", data, "dataset: exported dataset file, shard file or directory of shards")->required();
@@ -59,6 +59,8 @@ int run(int argc, char** argv, const Comm& comm) {
   app.add_option("--configs-per-problem", o.configs_per_problem, "configs sampled per problem per step")
       ->check(CLI::Range(2, 100000));
   app.add_flag("--include-community", include_community, "also train on community-contributed shards");
+  app.add_flag("--include-replayed", include_replayed,
+               "also train on replayed records (replay runner, not measurements: demos and tests only)");
   app.add_flag("--quiet", quiet, "no per-epoch progress lines");
   try {
     app.parse(argc, argv);
@@ -75,6 +77,7 @@ int run(int argc, char** argv, const Comm& comm) {
   GroupOptions go;
   go.hardware_key = hardware;
   go.include_community = include_community;
+  go.include_replayed = include_replayed;
   const auto groups = group_by_problem(d, go);
   const uint64_t sm_count = d.shards.front().hardware.sm_count;
   // Refuse before spending the training time: a model must be judged on held-out problems.
@@ -96,7 +99,8 @@ int run(int argc, char** argv, const Comm& comm) {
   const Evaluation ev = evaluate_model(m, hardware, groups, split_indices(groups, "test"));
   m.metrics = ev.metrics.to_json();
   m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
-               {"hardware_key", d.hardware_key}, {"include_community", include_community}};
+               {"hardware_key", d.hardware_key}, {"include_community", include_community},
+               {"include_replayed", include_replayed}};
   m.training = {{"seed", o.seed}, {"ranks", comm.size()}, {"epochs", o.epochs}, {"loss", to_string(o.loss)},
                 {"torch_version", TORCH_VERSION}, {"lr", o.lr}, {"weight_decay", o.weight_decay},
                 {"mse_weight", o.mse_weight}, {"temperature", o.listwise_temperature},

@@ -46,7 +46,7 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
       continue;
     }
     for (const ShardRecord& r : s.records) {
-      if (r.flags & kRecordReplayed) continue;
+      if ((r.flags & kRecordReplayed) && !opts.include_replayed) continue;
       Acc& a = acc[s.problems.at(r.problem_index)][r.config];
       if (r.status == TimingStatus::ok && r.median_us > 0) {
         a.sum += std::log(r.median_us);

@@ -30,6 +30,10 @@ struct GroupOptions {
   // Shards whose producer.runner is "community" are left out unless asked for
   // (unreviewed contributions must not silently shape a published model).
   bool include_community = false;
+  // Records flagged replayed (flags bit 0: the replay runner's answers, not
+  // measurements) are left out unless asked for, e.g. by the no-GPU demo; a
+  // model trained on them says so in model.json (dataset.include_replayed).
+  bool include_replayed = false;
 };
 
 // Stable 64-bit id of a problem: the first 8 bytes of SHA-256 over its

@@ -161,3 +161,16 @@ def test_wire_and_features_import_without_torch():
              "print('OK', torch_diode.__version__)")
     assert r.returncode == 0, r.stderr
     assert "OK" in r.stdout
+
+
+def test_hardware_key_override(monkeypatch):
+    """DIODE_HARDWARE_KEY names the key explicitly; a malformed one is ignored."""
+    from torch_diode.hook import api
+    monkeypatch.setenv("DIODE_HARDWARE_KEY", "nvidia-h100-80gb")
+    hw = api.get_detected_hardware(refresh=True)
+    assert hw["hardware_key"] == "nvidia-h100-80gb"
+    assert hw["hardware_key_source"] == "DIODE_HARDWARE_KEY"
+    monkeypatch.setenv("DIODE_HARDWARE_KEY", "../etc")
+    assert api.get_detected_hardware(refresh=True).get("hardware_key_source") != "DIODE_HARDWARE_KEY"
+    monkeypatch.delenv("DIODE_HARDWARE_KEY")
+    api.get_detected_hardware(refresh=True)

@@ -39,15 +39,31 @@ class _InstallRecord:
 
 # ---------------------------------------------------------------- hardware and models
 
+ENV_HARDWARE_KEY = "DIODE_HARDWARE_KEY"
+
+
 def get_detected_hardware(refresh: bool = False) -> dict[str, Any]:
-    """This process's accelerator: HardwareId fields and `hardware_key` (None without a GPU)."""
+    """This process's accelerator: HardwareId fields and `hardware_key` (None without a GPU).
+
+    `DIODE_HARDWARE_KEY` names the hardware key explicitly (e.g. to fetch and check the
+    bundle of a GPU from a machine without one, as the demo does); it wins over detection
+    and the result says so under "hardware_key_source".
+    """
     with _lock:
         if refresh or "hw" not in _hw_cache:
             try:
                 _hw_cache["hw"] = detect.describe(detect.detect_hardware())
+                _hw_cache["hw"]["hardware_key_source"] = "detected"
             except Exception as e:  # a broken driver must not break `import torch_diode`
                 log.debug("torch_diode: hardware detection failed: %s", e)
                 _hw_cache["hw"] = {"device": None, "hardware_key": None, "reason": f"detection failed: {e}"}
+            forced = os.environ.get(ENV_HARDWARE_KEY, "").strip()
+            if forced:
+                from ..hardware import is_valid_hardware_key
+                if is_valid_hardware_key(forced):
+                    _hw_cache["hw"].update(hardware_key=forced, hardware_key_source=ENV_HARDWARE_KEY)
+                else:
+                    log.warning("torch_diode: ignoring %s=%r: not a hardware key", ENV_HARDWARE_KEY, forced)
         return dict(_hw_cache["hw"])
 
 
