@@ -81,9 +81,7 @@ int main(int argc, char** argv) {
 
   try {
     if (keygen->parsed()) {
-      auto kp = net::generate_curve_keypair();
-      net::save_curve_keypair(key_out, kp);
-      std::cout << kp.public_z85 << "\n";
+      std::cout << net::create_curve_key_file(key_out) << "\n";
       return 0;
     }
     base.keys = net::load_curve_keypair(keys);

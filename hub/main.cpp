@@ -160,9 +160,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (!generate_key.empty()) {
-      auto kp = diode::net::generate_curve_keypair();
-      diode::net::save_curve_keypair(generate_key, kp);
-      std::cout << kp.public_z85 << "\n";
+      std::cout << diode::net::create_curve_key_file(generate_key) << "\n";
       return 0;
     }
     if (c.server_key.empty() || c.allowlist.empty())

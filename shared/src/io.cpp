@@ -1,6 +1,7 @@
 #include "diode/io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +40,19 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
   if (rc != 0) sys_fail("cannot fsync directory", dir);
 }
+
+FileLock::FileLock(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) sys_fail("cannot open lock file", path);
+  if (::flock(fd_, LOCK_EX) != 0) {
+    const int err = errno;
+    ::close(fd_);  // the destructor does not run when the constructor throws
+    errno = err;
+    sys_fail("cannot lock", path);
+  }
+}
+
+FileLock::~FileLock() { ::close(fd_); }
 
 void write_file_atomic(const std::string& path, std::string_view data) {
   std::filesystem::path target(path);

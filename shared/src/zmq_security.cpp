@@ -52,6 +52,12 @@ void save_curve_keypair(const std::string& path, const CurveKeyPair& kp) {
   if (!kp.secret_z85.empty()) ::chmod(path.c_str(), 0600);
 }
 
+std::string create_curve_key_file(const std::string& path) {
+  CurveKeyPair kp = generate_curve_keypair();
+  save_curve_keypair(path, kp);
+  return kp.public_z85;
+}
+
 std::set<std::string> load_allowlist(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open allowlist " + path);

@@ -1,7 +1,5 @@
 #include "diode/bundle/client.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,21 +20,6 @@ namespace fs = std::filesystem;
 namespace diode::bundle {
 
 namespace {
-class CacheLock {
- public:
-  explicit CacheLock(const fs::path& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0)
-      throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
-  }
-  ~CacheLock() { ::close(fd_); }
-  CacheLock(const CacheLock&) = delete;
-  CacheLock& operator=(const CacheLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 // A staging directory that is removed unless committed.
 class Staging {
  public:
@@ -121,7 +104,7 @@ PullResult pull(const PullOptions& opt) {
   // and two pulls must not race it backwards. Nothing is created for this
   // hardware key until a bundle has verified.
   fs::create_directories(cache);
-  CacheLock lock(cache / "pull.lock");
+  io::FileLock lock((cache / "pull.lock").string());
 
   const std::string base = hub + "/v1/models/" + opt.hardware_key;
   std::string index_text;

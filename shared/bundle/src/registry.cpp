@@ -1,7 +1,5 @@
 #include "diode/bundle/registry.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,21 +19,6 @@ namespace fs = std::filesystem;
 namespace diode::bundle {
 
 namespace {
-// Holds an exclusive flock for the lifetime of the object.
-class DirLock {
- public:
-  explicit DirLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + path + ": " + std::strerror(errno));
-  }
-  ~DirLock() { ::close(fd_); }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 std::vector<uint64_t> version_dirs(const fs::path& hw_dir) {
   std::vector<uint64_t> v;
   if (!fs::exists(hw_dir)) return v;
@@ -65,7 +48,7 @@ PublishResult publish(const std::string& registry_root, const std::string& model
   const std::string hw = md.model["hardware_key"].get<std::string>();
   const fs::path hw_dir = fs::path(registry_root) / hw;
   fs::create_directories(hw_dir);
-  DirLock lock((hw_dir / ".lock").string());
+  io::FileLock lock((hw_dir / ".lock").string());
 
   std::vector<uint64_t> versions = version_dirs(hw_dir);
   uint64_t version = versions.empty() ? 1 : versions.back() + 1;
@@ -120,7 +103,7 @@ uint64_t refresh_index(const std::string& registry_root, const std::string& hard
   if (!now) now = std::time(nullptr);
   const fs::path hw_dir = fs::path(registry_root) / hardware_key;
   if (!fs::exists(hw_dir / "index.json")) throw std::runtime_error(hardware_key + " has no index.json in " + registry_root);
-  DirLock lock((hw_dir / ".lock").string());
+  io::FileLock lock((hw_dir / ".lock").string());
   const json idx = parse_untrusted_json(io::read_file((hw_dir / "index.json").string(), kMaxMetadataBytes), "index.json");
   const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
   const uint64_t version = get_uint(s, "version", "index.json");

@@ -18,4 +18,17 @@ void write_file_atomic(const std::string& path, std::string_view data);
 // fsync a directory (after creating or renaming entries in it).
 void fsync_dir(const std::string& dir);
 
+// Holds an exclusive flock(2) on `path` (created if missing) for its lifetime,
+// so that several processes sharing a directory serialise their updates.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace diode::io

@@ -23,6 +23,9 @@ CurveKeyPair generate_curve_keypair();
 // a public-only file ({"public": "..."}) loads with an empty secret.
 CurveKeyPair load_curve_keypair(const std::string& path);
 void save_curve_keypair(const std::string& path, const CurveKeyPair& kp);
+// Generates a key pair, saves it to `path` (mode 0600) and returns its public key:
+// the `keygen` subcommand of every daemon.
+std::string create_curve_key_file(const std::string& path);
 // One Z85 public key per line, optionally followed by a label ("KEY node-1");
 // blank lines and lines starting with '#' (that are not keys) are ignored. Any
 // other line is an error naming file and line.
