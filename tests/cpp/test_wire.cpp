@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "diode/json.h"
+#include "diode/sha256.h"
 #include "diode/wire.h"
 #include "test_util.h"
 
@@ -231,6 +232,110 @@ TEST(WireRoundTrip, LargeShard) {
   }
   wire::seal(s);
   EXPECT_EQ(wire::decode_shard(wire::encode(s)), s);
+}
+
+// ---- content hash fast path: canonical input is hashed as received --------
+
+// Replaces the only occurrence of `from` in `bytes` with `to`.
+std::string replace_once(std::string bytes, std::string_view from, std::string_view to) {
+  const size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos);
+  EXPECT_EQ(bytes.find(from, at + 1), std::string::npos) << "pattern not unique";
+  return bytes.replace(at, from.size(), to);
+}
+
+// Sets the declared hash to SHA-256 over 0x97 + the message's own bytes of
+// fields 0..6: what a sender hashing its non-canonical bytes would send.
+std::string rehash_as_sent(std::string bytes) {
+  const size_t head = 15, tail = 34;  // 94 a5 diode 01 a5 shard 98 | c4 20 <32>
+  const auto h = sha256(std::string("\x97") + bytes.substr(head, bytes.size() - head - tail));
+  bytes.replace(bytes.size() - 32, 32, reinterpret_cast<const char*>(h.data()), 32);
+  return bytes;
+}
+
+Shard decode_info(const std::string& bytes, bool& canonical) {
+  wire::ShardDecodeInfo info;
+  Shard s = wire::decode_shard_with_info(bytes, info);
+  canonical = info.canonical_input;
+  return s;
+}
+
+TEST(WireHashFastPath, CanonicalInputIsHashedAsReceived) {
+  bool canonical = false;
+  EXPECT_EQ(decode_info(io::read_file(golden_path("shard.msgpack")), canonical), golden_shard());
+  EXPECT_TRUE(canonical);
+}
+
+TEST(WireHashFastPath, EncoderOutputIsCanonicalAtEveryFormBoundary) {
+  // Every integer, string and container size where msgpack switches form:
+  // our encoder's output must be recognised as canonical (the decoder's
+  // shortest-size rules match the encoder) and decode to the same shard.
+  Shard s = golden_shard();
+  const int64_t ints[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 4294967295LL, 4294967296LL, INT64_MAX,
+                          -1, -32, -33, -128, -129, -32768, -32769, INT32_MIN, int64_t{INT32_MIN} - 1, INT64_MIN};
+  for (size_t i = 0; i < std::size(ints); ++i) {
+    KernelConfig& c = s.records[i % s.records.size()].config;
+    c.extra["k" + std::to_string(100 + i)] = ints[i];
+  }
+  s.hardware.memory_bytes = ~uint64_t{0};
+  s.created_ms = 4294967296ULL;
+  s.producer.name = std::string(31, 'a');
+  s.producer.public_key = std::string(32, 'b');
+  s.producer.software_version = std::string(255, 'c');
+  s.hardware.driver_version = std::string(256, 'd');
+  s.sweep_id = "";
+  for (int i = 0; i < 20; ++i) s.problems.push_back(s.problems[0]);  // array16 of problems
+  for (int i = 0; i < 70000; ++i) s.records.push_back(s.records[i % 2]);  // array32 of records
+  wire::seal(s);
+  bool canonical = false;
+  EXPECT_EQ(decode_info(wire::encode(s), canonical), s);
+  EXPECT_TRUE(canonical);
+}
+
+Shard boundary_shard() {
+  Shard s = golden_shard();
+  s.hardware.sm_count = 0x1234;  // uint16 cd 12 34, unique in the message
+  s.problems[0].beta = 1.5;      // float64 cb 3f f8 00.., exactly a float32 too
+  for (size_t i = 1; i < s.problems.size(); ++i) s.problems[i].beta = 0.25;
+  wire::seal(s);
+  return s;
+}
+
+// Three valid but non-canonical ways to write a value, one of them (int16
+// for a positive number) as long as the canonical form.
+std::vector<std::pair<std::string, std::string>> non_canonical_variants(const std::string& bytes) {
+  const std::string f64_15("\xcb\x3f\xf8\x00\x00\x00\x00\x00\x00", 9), f32_15("\xca\x3f\xc0\x00\x00", 5);
+  return {
+      {"uint32 for a uint16", replace_once(bytes, "\xcd\x12\x34", std::string("\xce\x00\x00\x12\x34", 5))},
+      {"int16 for a uint16", replace_once(bytes, "\xcd\x12\x34", "\xd1\x12\x34")},
+      {"float32 for a float64", replace_once(bytes, f64_15, f32_15)},
+  };
+}
+
+TEST(WireHashFastPath, NonCanonicalButValidInputIsAcceptedAsBefore) {
+  // The declared hash is the canonical one: the decoder re-encodes to check
+  // it, as it always did, and the value is the same.
+  const Shard s = boundary_shard();
+  for (const auto& [what, bytes] : non_canonical_variants(wire::encode(s))) {
+    bool canonical = true;
+    EXPECT_EQ(decode_info(bytes, canonical), s) << what;
+    EXPECT_FALSE(canonical) << what;
+  }
+}
+
+TEST(WireHashFastPath, NonCanonicalInputWithHashOfItsOwnBytesIsRejected) {
+  // A hash over non-canonical bytes is not the shard's content hash; the
+  // fast path must not accept it just because it matches the bytes.
+  for (const auto& [what, bytes] : non_canonical_variants(wire::encode(boundary_shard()))) {
+    SCOPED_TRACE(what);
+    expect_error(rehash_as_sent(bytes), "shard.sha256: content hash does not match");
+  }
+}
+
+TEST(WireHashFastPath, CanonicalInputWithWrongDeclaredHashIsRejected) {
+  std::string bytes = wire::encode(golden_shard());
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  expect_error(bytes, "shard.sha256: content hash does not match");
 }
 
 }  // namespace

@@ -33,6 +33,16 @@ TimingRecord decode_record(std::string_view bytes);
 // Also checks every problem_index and that sha256 matches the content.
 Shard decode_shard(std::string_view bytes);
 
+// What decode_shard learnt about its input, for tests and benchmarks.
+struct ShardDecodeInfo {
+  // True: the input was the canonical encoding, so the hash was computed over
+  // its own bytes. False: the decoded shard was re-encoded to compute it.
+  bool canonical_input = false;
+};
+// decode_shard, also saying how the hash was checked. (A separate name, not an
+// overload, so `decode_shard` still names one function.)
+Shard decode_shard_with_info(std::string_view bytes, ShardDecodeInfo& info);
+
 // Returns the kind named in a message's envelope ("shard", ...), validating the
 // magic and the version only.
 std::string peek_kind(std::string_view bytes);
