@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -14,6 +16,8 @@
 #include "src/committer.h"
 #include "src/http_server.h"
 #include "src/ingest.h"
+#include "src/retrain.h"
+#include "src/retrain_process.h"
 #include "src/store.h"
 
 namespace {
@@ -29,7 +33,48 @@ struct Config {
   uint64_t segment_mib = 1024;
   bool known_hardware_only = false;
   std::string log_level = "info";
+  // Automatic retraining (src/retrain.h); off while retrain_fraction is 0.
+  double retrain_fraction = 0.0;
+  uint64_t retrain_min_records = 1000;
+  unsigned retrain_np = 2;
+  double retrain_check_s = 60, retrain_timeout_s = 7200, retrain_backoff_s = 300;
+  std::string mpirun = "mpirun", mpirun_args, trainer, trainer_args, signing_keys;
 };
+
+// diode-train next to this binary (installed layout), in the build tree
+// (build/hub/diode-hub -> build/models/diode-train), else in PATH.
+std::string default_trainer() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (const auto& p : {self.parent_path() / "diode-train", self.parent_path() / ".." / "models" / "diode-train"})
+      if (!diode::hub::find_executable(p.string()).empty()) return std::filesystem::weakly_canonical(p).string();
+  return diode::hub::find_executable("diode-train");
+}
+
+std::unique_ptr<diode::hub::Retrainer> make_retrainer(const Config& c, const diode::hub::Store& store) {
+  if (c.retrain_fraction <= 0) return nullptr;
+  if (!diode::hub::retrain_supported())
+    throw std::runtime_error("--retrain-fraction: this diode-hub was built without the model library "
+                             "(DIODE_WITH_TORCH=OFF), which the publish gate needs");
+  diode::hub::RetrainOptions ro;
+  ro.policy.fraction = c.retrain_fraction;
+  ro.policy.min_records = c.retrain_min_records;
+  ro.policy.backoff_ms = static_cast<uint64_t>(c.retrain_backoff_s * 1000);
+  ro.policy.max_backoff_ms = std::max<uint64_t>(ro.policy.backoff_ms, 6ull * 3600 * 1000);
+  ro.data_dir = c.data;
+  ro.mpirun = c.mpirun;
+  ro.mpirun_args = diode::hub::split_words(c.mpirun_args);
+  ro.np = c.retrain_np;
+  ro.trainer = c.trainer.empty() ? default_trainer() : c.trainer;
+  if (ro.trainer.empty())
+    throw std::runtime_error("--trainer: diode-train is neither next to diode-hub nor in PATH; give its path");
+  ro.trainer_args = diode::hub::split_words(c.trainer_args);
+  ro.signing_keys = c.signing_keys;
+  ro.check_interval = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_check_s * 1000));
+  ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_timeout_s * 1000));
+  return std::make_unique<diode::hub::Retrainer>(ro, store);
+}
 
 std::pair<std::string, int> parse_host_port(const std::string& s) {
   auto colon = s.rfind(':');
@@ -90,6 +135,9 @@ int run(const Config& c) {
                totals.shards, totals.records, rec.segments, rec.truncated_bytes, rec.truncated_segments);
 
   diode::hub::Metrics metrics;
+  // Validate the retrain flags before serving anything.
+  auto retrainer = make_retrainer(c, store);
+  if (retrainer) metrics.add_text_source([r = retrainer.get()] { return r->render_metrics(); });
   diode::hub::Committer committer(store);
   zmq::context_t ctx(1);
   diode::hub::IngestOptions io;
@@ -116,14 +164,16 @@ int run(const Config& c) {
                                          {"diode_hub_ingest_inflight_bytes", double(ing->inflight_bytes())}};
   });
   http.start();
-  spdlog::info("diode-hub {} ready: ingest {} ({} decode workers), http {}:{}", DIODE_VERSION, c.ingest, c.workers,
-               host, http.port());
+  if (retrainer) retrainer->start();
+  spdlog::info("diode-hub {} ready: ingest {} ({} decode workers), http {}:{}, automatic retraining {}", DIODE_VERSION,
+               c.ingest, c.workers, host, http.port(), retrainer ? "on" : "off");
   if (!c.ready_file.empty())
     diode::io::write_file_atomic(c.ready_file, nlohmann::json{{"http_port", http.port()}, {"pid", ::getpid()}}.dump());
 
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("{} received: draining", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  if (retrainer) retrainer->stop();  // terminates a training in progress
   http.stop();
   ingest->stop();
   committer.stop();
@@ -157,6 +207,44 @@ int main(int argc, char** argv) {
   app.add_flag("--known-hardware-only", c.known_hardware_only, "Refuse shards of hardware not seen before");
   app.add_option("--ready-file", c.ready_file, "Write {\"http_port\", \"pid\"} here once serving");
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  const std::string rg = "Automatic retraining (docs/training.md)";
+  app.add_option("--retrain-fraction", c.retrain_fraction,
+                 "Retrain a hardware when its records grew by this fraction since its last training (0 = off)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-min-records", c.retrain_min_records,
+                 "New records needed for a retrain, and records needed for a first model")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-np", c.retrain_np, "MPI ranks: mpirun -np N")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-check-s", c.retrain_check_s, "Seconds between growth checks")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-timeout-s", c.retrain_timeout_s, "A training running longer is terminated (and counts as failed)")
+      ->check(CLI::Range(1.0, 7.0 * 86400))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-backoff-s", c.retrain_backoff_s,
+                 "Wait after a failed retrain; doubles per consecutive failure (at most 6 h)")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--mpirun", c.mpirun, "mpirun executable (path or name in PATH)")->capture_default_str()->group(rg);
+  app.add_option("--mpirun-args", c.mpirun_args,
+                 "Extra mpirun arguments, split at spaces (e.g. --mpirun-args='--oversubscribe --bind-to none')")
+      ->group(rg);
+  app.add_option("--trainer", c.trainer, "diode-train executable (default: next to diode-hub, else PATH)")->group(rg);
+  app.add_option("--trainer-args", c.trainer_args,
+                 "Extra diode-train arguments, split at spaces (e.g. --trainer-args='--epochs 40')")
+      ->group(rg);
+  app.add_option("--signing-keys", c.signing_keys, "Key directory with the targets keys that sign published bundles")
+      ->group(rg);
   CLI11_PARSE(app, argc, argv);
   try {
     if (!generate_key.empty()) {

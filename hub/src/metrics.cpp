@@ -16,6 +16,11 @@ void Metrics::reject(const std::string& reason) {
   rejects_[reason]++;
 }
 
+void Metrics::add_text_source(TextSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  text_sources_.push_back(std::move(source));
+}
+
 uint64_t Metrics::rejects(const std::string& reason) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rejects_.find(reason);
@@ -73,6 +78,12 @@ std::string Metrics::render(const Gauges& gauges) const {
     << "diode_hub_http_requests_total " << http_requests_ << "\n";
   if (gauges)
     for (const auto& [name, v] : gauges()) o << "# TYPE " << name << " gauge\n" << name << " " << v << "\n";
+  std::vector<TextSource> sources;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sources = text_sources_;
+  }
+  for (const auto& source : sources) o << source();
   return o.str();
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace diode::hub {
 
@@ -30,10 +31,16 @@ class Metrics {
   using Gauges = std::function<std::map<std::string, double>()>;
   std::string render(const Gauges& gauges) const;
 
+  // Extra metric families rendered after the built-in ones (complete
+  // Prometheus text with HELP/TYPE lines), e.g. the retrain scheduler's.
+  using TextSource = std::function<std::string()>;
+  void add_text_source(TextSource source);
+
  private:
   std::atomic<uint64_t> shards_{0}, records_{0}, bytes_{0}, community_shards_{0}, duplicates_{0}, http_requests_{0};
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> rejects_;
+  std::vector<TextSource> text_sources_;
   std::array<std::atomic<uint64_t>, kBuckets.size() + 1> buckets_{};
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_us_{0};

@@ -1,0 +1,326 @@
+#include "retrain.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "diode/bundle/keystore.h"
+#include "diode/bundle/registry.h"
+#include "diode/dataset.h"
+#include "diode/hardware.h"
+#include "diode/io.h"
+#include "retrain_process.h"
+
+namespace fs = std::filesystem;
+
+namespace diode::hub {
+
+namespace {
+
+uint64_t wall_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// For an error message: the last lines of a process's output that mention an
+// error (the trainer's "diode-train: error: ..."), else its last lines; mpirun
+// appends a long banner after a rank's failure, which says little.
+std::string last_lines(const std::string& out, size_t n) {
+  std::vector<std::string> lines, errors;
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (l.find_first_not_of(" -=\t") == std::string::npos) continue;
+    lines.push_back(l);
+    std::string low = l;
+    for (char& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (low.find("error") != std::string::npos) errors.push_back(l);
+  }
+  if (!errors.empty()) lines.swap(errors);
+  std::string s;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) s += (s.empty() ? "" : " | ") + lines[i];
+  return s.size() > 1000 ? s.substr(s.size() - 1000) : s;
+}
+
+}  // namespace
+
+Retrainer::Retrainer(RetrainOptions o, const Store& store) : o_(std::move(o)), store_(store) {
+  o_.policy.check();
+  if (!retrain_supported())
+    throw std::invalid_argument(
+        "--retrain-fraction: this diode-hub was built without the model library (DIODE_WITH_TORCH=OFF), which the "
+        "publish gate needs");
+  if (o_.np < 1 || o_.np > 4096) throw std::invalid_argument("--retrain-np must be between 1 and 4096");
+  if (o_.check_interval.count() < 1) throw std::invalid_argument("--retrain-check-s must be positive");
+  if (o_.timeout.count() < 1) throw std::invalid_argument("--retrain-timeout-s must be positive");
+  const std::string mpirun = find_executable(o_.mpirun);
+  if (mpirun.empty())
+    throw std::invalid_argument("--mpirun: '" + o_.mpirun + "' is not an executable file" +
+                                (o_.mpirun.find('/') == std::string::npos ? " in PATH" : ""));
+  o_.mpirun = mpirun;
+  const std::string trainer = find_executable(o_.trainer);
+  if (trainer.empty())
+    throw std::invalid_argument("--trainer: '" + o_.trainer + "' is not an executable file" +
+                                (o_.trainer.find('/') == std::string::npos ? " in PATH" : ""));
+  o_.trainer = fs::absolute(trainer).string();  // mpirun runs it from its own working directory
+  if (o_.signing_keys.empty()) throw std::invalid_argument("--retrain-fraction needs --signing-keys DIR (the targets keys of `diode keys`)");
+  try {
+    (void)bundle::load_signing_keys(o_.signing_keys);  // fail now, not at the first publish
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--signing-keys: " + std::string(e.what()));
+  }
+
+  dir_ = o_.data_dir + "/retrain";
+  registry_ = o_.data_dir + "/models";
+  fs::create_directories(dir_);
+  io::fsync_dir(o_.data_dir);
+  // Work of a run the hub did not finish (crash, kill -9): nothing in it counts.
+  std::error_code ec;
+  fs::remove_all(dir_ + "/work", ec);
+  if (fs::exists(dir_ + "/state.json")) {
+    try {
+      states_ = decode_states(io::read_file(dir_ + "/state.json", 16u << 20));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(dir_ + "/state.json: " + e.what() + " (move it away to start over)");
+    }
+  }
+}
+
+Retrainer::~Retrainer() { stop(); }
+
+void Retrainer::start() {
+  spdlog::info("retrain: on; fraction {}, at least {} new records, mpirun {} -np {}, trainer {}, check every {} ms, "
+               "timeout {} s; state {}/state.json ({} hardware known)",
+               o_.policy.fraction, o_.policy.min_records, o_.mpirun, o_.np, o_.trainer, o_.check_interval.count(),
+               o_.timeout.count() / 1000, dir_, states_.size());
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Retrainer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Retrainer::loop() {
+  while (!stop_) {
+    try {
+      check_once();
+    } catch (const std::exception& e) {
+      spdlog::error("retrain: check failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("retrain: check failed with an unknown error");
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, o_.check_interval, [this] { return stop_.load(); });
+  }
+}
+
+std::optional<uint64_t> Retrainer::published_version(const std::string& hw) const {
+  if (!fs::exists(registry_ + "/" + hw + "/index.json")) return std::nullopt;
+  for (const auto& e : bundle::list_registry(registry_))
+    if (e.hardware_key == hw && e.current > 0) return e.current;
+  return std::nullopt;
+}
+
+RetrainState& Retrainer::state_for(const std::string& hw) {
+  auto it = states_.find(hw);
+  if (it != states_.end()) return it->second;
+  RetrainState s;
+  // A model published before the hub knew about it (`diode publish`, an
+  // MPIJob): growth counts from the data it was trained on.
+  try {
+    if (auto v = published_version(hw)) {
+      s.trained_records = model_dataset_records(registry_ + "/" + hw + "/" + std::to_string(*v));
+      s.published_version = *v;
+      if (s.trained_records == 0) s.trained_records = 1;  // a model exists: never "first model" again
+      spdlog::info("retrain {}: published version {} found, trained on {} records", hw, *v, s.trained_records);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("retrain {}: cannot read the registry: {}", hw, e.what());
+  }
+  return states_.emplace(hw, s).first->second;
+}
+
+void Retrainer::save_states() {
+  try {
+    io::write_file_atomic(dir_ + "/state.json", encode_states(states_));
+  } catch (const std::exception& e) {
+    spdlog::error("retrain: cannot save {}/state.json: {}", dir_, e.what());
+  }
+}
+
+void Retrainer::check_once() {
+  for (const HardwareRow& row : store_.hardware()) {
+    if (stop_) return;
+    if (!is_valid_hardware_key(row.key)) continue;
+    const uint64_t records = row.records - std::min(row.records, row.community_records);  // fleet data only
+    RetrainState& s = state_for(row.key);
+    const RetrainDecision d = decide(o_.policy, records, s, wall_ms());
+    spdlog::debug("retrain {}: {}", row.key, d.reason);
+    if (d.retrain) retrain(row.key, records, d.reason);
+  }
+}
+
+void Retrainer::retrain(const std::string& hw, uint64_t records, const std::string& reason) {
+  started_++;
+  running_ = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  // A directory of its own per run: a training orphaned by a kill -9 of an
+  // earlier hub can never write into this run's files.
+  const std::string work = dir_ + "/work/" + hw + "." + std::to_string(wall_ms()),
+                    data = work + "/dataset.msgpack", out = work + "/model";
+  spdlog::info("retrain {}: starting: {}", hw, reason);
+  std::string log_text;
+  auto finish = [&] {
+    std::error_code ec;
+    fs::remove_all(work, ec);
+    try {
+      io::write_file_atomic(dir_ + "/" + hw + ".log", log_text);
+    } catch (const std::exception& e) {
+      spdlog::warn("retrain {}: cannot write the log: {}", hw, e.what());
+    }
+    last_retrain_ms_ = uint64_t(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    running_ = false;
+  };
+  try {
+    std::error_code ec;
+    fs::remove_all(work, ec);
+    fs::create_directories(work);
+    // Export: the fleet's shards of this hardware, verified again on the way
+    // out, from a read-only view of the store (own connection: ingest and
+    // HTTP readers do not wait for it).
+    uint64_t trained_records = 0;
+    {
+      Store::Options so;
+      so.dir = o_.data_dir;
+      so.read_only = true;
+      Store ro(so);
+      const Dataset d = ro.dataset(hw, false);
+      trained_records = d.record_count();
+      save_dataset(data, d);
+      spdlog::info("retrain {}: exported {} shards, {} records, {} problems", hw, d.shards.size(), trained_records,
+                   d.problem_count());
+    }
+
+    ProcessOptions po;
+    po.argv.push_back(o_.mpirun);
+    po.argv.insert(po.argv.end(), o_.mpirun_args.begin(), o_.mpirun_args.end());
+    for (std::string a : {std::string("-np"), std::to_string(o_.np), o_.trainer, std::string("--hardware"), hw,
+                          std::string("--data"), data, std::string("--out"), out})
+      po.argv.push_back(std::move(a));
+    po.argv.insert(po.argv.end(), o_.trainer_args.begin(), o_.trainer_args.end());
+    // Open MPI refuses to run as root unless told (containers often are root).
+    if (::geteuid() == 0)
+      for (const char* e : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})
+        if (!std::getenv(e)) po.env.push_back(std::string(e) + "=1");
+    po.timeout = o_.timeout;
+    po.kill_grace = o_.kill_grace;
+    po.stop = &stop_;
+    po.on_line = [&hw](const std::string& l) { spdlog::info("retrain {}: | {}", hw, l); };
+    std::string cmd;
+    for (const auto& a : po.argv) cmd += (cmd.empty() ? "" : " ") + a;
+    spdlog::info("retrain {}: running {}", hw, cmd);
+    const ProcessResult pr = run_process(po);
+    last_training_ms_ = uint64_t(pr.seconds * 1000);
+    log_text = "$ " + cmd + "\n" + pr.output_tail + "\n# " + pr.describe() + "\n";
+    if (pr.stopped) {
+      spdlog::warn("retrain {}: training {}; will start again after the restart", hw, pr.describe());
+      finish();
+      return;
+    }
+    if (!pr.ok()) throw std::runtime_error("training " + pr.describe() + ": " + last_lines(pr.output_tail, 3));
+    if (!fs::exists(out + "/model.json"))
+      throw std::runtime_error("the trainer exited 0 but wrote no " + out + "/model.json");
+    spdlog::info("retrain {}: trained in {:.1f} s", hw, pr.seconds);
+
+    // The gate: against the published model, on the same test problems.
+    RetrainState& s = state_for(hw);
+    if (auto v = published_version(hw)) {
+      const GateResult g = compare_with_published(out, registry_ + "/" + hw + "/" + std::to_string(*v), data);
+      log_text += "# gate vs published version " + std::to_string(*v) + ": " + g.summary + "\n";
+      if (!g.publish) {
+        rejected_++;
+        s.last_outcome = Outcome::rejected;
+        s.trained_records = trained_records;
+        s.trained_ms = wall_ms();
+        s.failures = 0;
+        s.next_attempt_ms = 0;
+        s.last_error.clear();
+        save_states();
+        spdlog::warn("retrain {}: rejected: worse than published version {} ({}); not published", hw, *v, g.summary);
+        log_text += "# rejected: worse than published\n";
+        finish();
+        return;
+      }
+      spdlog::info("retrain {}: candidate at least as good as published version {} ({})", hw, *v, g.summary);
+    } else {
+      spdlog::info("retrain {}: no published model yet; publishing the first", hw);
+    }
+    bundle::PublishOptions popt;
+    popt.expires_days = o_.expires_days;
+    const auto r = bundle::publish(registry_, out, bundle::load_signing_keys(o_.signing_keys), popt);
+    published_++;
+    s.last_outcome = Outcome::published;
+    s.published_version = r.version;
+    s.trained_records = trained_records;
+    s.trained_ms = wall_ms();
+    s.failures = 0;
+    s.next_attempt_ms = 0;
+    s.last_error.clear();
+    save_states();
+    log_text += "# published version " + std::to_string(r.version) + "\n";
+    spdlog::info("retrain {}: published version {} ({} records)", hw, r.version, trained_records);
+  } catch (const std::exception& e) {
+    failed_++;
+    RetrainState& s = state_for(hw);
+    s.failures++;
+    s.last_outcome = Outcome::failed;
+    s.last_error = e.what();
+    const uint64_t b = backoff_ms(o_.policy, s.failures);
+    s.next_attempt_ms = wall_ms() + b;
+    save_states();
+    log_text += std::string("# failed: ") + e.what() + "\n";
+    spdlog::error("retrain {}: failed (attempt {}): {}; next attempt in {} s at the earliest", hw, s.failures,
+                  e.what(), b / 1000);
+  }
+  finish();
+}
+
+std::string Retrainer::render_metrics() const {
+  std::ostringstream o;
+  o << "# HELP diode_hub_retrains_started_total Automatic retrainings started.\n"
+       "# TYPE diode_hub_retrains_started_total counter\n"
+    << "diode_hub_retrains_started_total " << started_ << "\n"
+    << "# HELP diode_hub_retrains_published_total Retrained models published.\n"
+       "# TYPE diode_hub_retrains_published_total counter\n"
+    << "diode_hub_retrains_published_total " << published_ << "\n"
+    << "# HELP diode_hub_retrains_rejected_total Retrained models not published: worse than the published model on "
+       "the same test problems.\n"
+       "# TYPE diode_hub_retrains_rejected_total counter\n"
+    << "diode_hub_retrains_rejected_total " << rejected_ << "\n"
+    << "# HELP diode_hub_retrains_failed_total Retrainings that failed (export, training, gate or publish).\n"
+       "# TYPE diode_hub_retrains_failed_total counter\n"
+    << "diode_hub_retrains_failed_total " << failed_ << "\n"
+    << "# HELP diode_hub_retrain_running 1 while a retraining runs.\n"
+       "# TYPE diode_hub_retrain_running gauge\n"
+    << "diode_hub_retrain_running " << (running_ ? 1 : 0) << "\n"
+    << "# HELP diode_hub_retrain_last_training_seconds Wall time of the last training process (mpirun).\n"
+       "# TYPE diode_hub_retrain_last_training_seconds gauge\n"
+    << "diode_hub_retrain_last_training_seconds " << double(last_training_ms_) / 1000.0 << "\n"
+    << "# HELP diode_hub_retrain_last_duration_seconds Wall time of the last retraining: export, training, gate and "
+       "publish.\n"
+       "# TYPE diode_hub_retrain_last_duration_seconds gauge\n"
+    << "diode_hub_retrain_last_duration_seconds " << double(last_retrain_ms_) / 1000.0 << "\n";
+  return o.str();
+}
+
+}  // namespace diode::hub

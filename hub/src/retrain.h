@@ -1,0 +1,111 @@
+// Automatic retraining (issue 6): a background thread that, per hardware,
+// watches the store's record count, and when the policy (retrain_policy.h)
+// says so exports the hardware's fleet dataset, runs
+//   mpirun [mpirun args] -np N diode-train --hardware H --data FILE --out DIR [trainer args]
+// (retrain_process.h: posix_spawn, timeout, stop), evaluates the candidate and
+// the currently published model on the same held-out test problems
+// (diode::models::better_or_equal, docs/training.md "Publish gate") and
+// publishes the candidate as a signed bundle into the hub's registry only if
+// it is at least as good. One retrain at a time; ingest and HTTP never wait
+// for it. A failure is logged, counted and retried with backoff; nothing here
+// throws into the hub.
+//
+// State, under the hub's --data DIR:
+//   retrain/state.json      per hardware: records of the last training, outcome,
+//                           failures, next attempt (written atomically)
+//   retrain/<hw>.log        output of the last training run of that hardware
+//   retrain/work/<hw>.<ms>/ the exported dataset and the candidate (removed after each run)
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "retrain_policy.h"
+#include "store.h"
+
+namespace diode::hub {
+
+struct RetrainOptions {
+  RetrainPolicy policy;
+  std::string data_dir;   // the hub's --data (registry: data_dir/models)
+  std::string mpirun = "mpirun";
+  std::vector<std::string> mpirun_args;
+  unsigned np = 2;
+  std::string trainer;    // diode-train
+  std::vector<std::string> trainer_args;
+  std::string signing_keys;  // key directory with the targets keys (`diode keys`)
+  std::chrono::milliseconds check_interval{60'000};
+  std::chrono::milliseconds timeout{2 * 3600 * 1000};
+  std::chrono::milliseconds kill_grace{10'000};
+  int expires_days = 180;  // of the published bundle and index
+};
+
+// True when this hub was built with the model library (DIODE_WITH_TORCH=ON),
+// which the publish gate needs.
+bool retrain_supported();
+
+// The publish gate: evaluates both model directories on the held-out test
+// split of `dataset_file` (grouped as the candidate's model.json says it was
+// trained: community / replayed records) and applies better_or_equal.
+struct GateResult {
+  bool publish = false;
+  std::string summary;  // "top-1 1.041 vs 1.052, ..." for the log
+};
+GateResult compare_with_published(const std::string& candidate_dir, const std::string& published_dir,
+                                  const std::string& dataset_file);
+
+// Records of the dataset a model directory was trained on (model.json
+// dataset.records), 0 if unknown.
+uint64_t model_dataset_records(const std::string& model_dir);
+
+class Retrainer {
+ public:
+  // Validates the options (throws std::invalid_argument / std::runtime_error
+  // naming the flag), loads the state and removes work left by a crash.
+  Retrainer(RetrainOptions o, const Store& store);
+  ~Retrainer();
+
+  void start();
+  // Stops the thread; a training in progress is terminated (SIGTERM, then SIGKILL).
+  void stop();
+
+  // Prometheus text for GET /metrics.
+  std::string render_metrics() const;
+
+  // One pass over every hardware, on the caller's thread (tests; not while
+  // start()ed: the state belongs to the scheduler thread then).
+  void check_once();
+
+  uint64_t started() const { return started_; }
+  uint64_t published() const { return published_; }
+  uint64_t rejected() const { return rejected_; }
+  uint64_t failed() const { return failed_; }
+
+ private:
+  void loop();
+  void retrain(const std::string& hw, uint64_t records, const std::string& reason);
+  RetrainState& state_for(const std::string& hw);
+  void save_states();
+  std::optional<uint64_t> published_version(const std::string& hw) const;
+
+  RetrainOptions o_;
+  const Store& store_;
+  std::string dir_, registry_;
+  std::map<std::string, RetrainState> states_;  // only the scheduler thread touches it after start()
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::atomic<uint64_t> started_{0}, published_{0}, rejected_{0}, failed_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<uint64_t> last_training_ms_{0}, last_retrain_ms_{0};
+};
+
+}  // namespace diode::hub

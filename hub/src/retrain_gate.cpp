@@ -1,0 +1,72 @@
+// The publish gate of retrain.h. Needs diode_models (torch-free, but built
+// only with DIODE_WITH_TORCH=ON, see CMakeLists.txt); without it the hub
+// refuses --retrain-fraction at startup.
+#include <cstdio>
+#include <stdexcept>
+
+#include "diode/io.h"
+#include "retrain.h"
+
+#ifdef DIODE_HUB_WITH_MODELS
+// By path: hub/src has its own validate.h and metrics.h.
+#include "../../models/src/model_format.h"
+#include "../../models/src/problem_set.h"
+#include "../../models/src/validate.h"
+#include "diode/dataset.h"
+#endif
+
+namespace diode::hub {
+
+#ifdef DIODE_HUB_WITH_MODELS
+
+bool retrain_supported() { return true; }
+
+GateResult compare_with_published(const std::string& candidate_dir, const std::string& published_dir,
+                                  const std::string& dataset_file) {
+  namespace dm = diode::models;
+  const dm::ModelDir cand = dm::load_model_dir(candidate_dir);
+  const dm::ModelDir pub = dm::load_model_dir(published_dir);
+  const Dataset d = load_dataset(dataset_file);
+  // The test problems as the candidate saw them: same grouping options as its training.
+  dm::GroupOptions go;
+  go.hardware_key = cand.hardware_key;
+  go.include_community = cand.dataset.value("include_community", false);
+  go.include_replayed = cand.dataset.value("include_replayed", false);
+  const auto groups = dm::group_by_problem(d, go);
+  const auto idx = dm::split_indices(groups, "test");
+  const dm::Evaluation ec = dm::evaluate_model(cand, d.hardware_key, groups, idx);
+  const dm::Evaluation ep = dm::evaluate_model(pub, d.hardware_key, groups, idx);
+  GateResult g;
+  g.publish = dm::better_or_equal(ec.metrics, ep.metrics);
+  char b[512];
+  const auto& c = ec.metrics.model;
+  const auto& p = ep.metrics.model;
+  std::snprintf(b, sizeof b,
+                "%zu test problems; regret geomean candidate vs published: top-1 %.4f vs %.4f, top-5 %.4f vs %.4f, "
+                "top-10 %.4f vs %.4f; top-5 p90 %.4f vs %.4f",
+                ec.metrics.problems, c.at(1).geomean, p.at(1).geomean, c.at(5).geomean, p.at(5).geomean,
+                c.at(10).geomean, p.at(10).geomean, c.at(5).p90, p.at(5).p90);
+  g.summary = b;
+  return g;
+}
+
+#else
+
+bool retrain_supported() { return false; }
+
+GateResult compare_with_published(const std::string&, const std::string&, const std::string&) {
+  throw std::runtime_error("diode-hub was built without the model library (DIODE_WITH_TORCH=OFF)");
+}
+
+#endif
+
+uint64_t model_dataset_records(const std::string& model_dir) {
+  try {
+    const auto j = nlohmann::json::parse(io::read_file(model_dir + "/model.json", 1u << 20));
+    return j.at("dataset").value("records", uint64_t{0});
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace diode::hub
