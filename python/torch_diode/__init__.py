@@ -7,13 +7,20 @@ without any side effect and call `torch_diode.install()` yourself.
 
 The wire format (`torch_diode.wire`) and features (`torch_diode.features`) import
 without torch: torch is only imported by the hook, and a missing torch is logged at
-debug level, never raised.
+debug level, never raised. When the hook finds no model it warns once per cause (logger
+"torch_diode") with what to do.
+
+Distribution `torch-diode-fleet`, import name `torch_diode`: it cannot be installed
+beside the seed's `torch-diode`, which has the same import name (docs/hook.md, Install).
 """
 import logging as _logging
 
 __version__ = "0.1.0"
 
-_logging.getLogger("torch_diode").addHandler(_logging.NullHandler())
+# No NullHandler on the "torch_diode" logger: in an application that has not configured
+# logging, Python's last-resort handler then prints WARNING and above on stderr, so the
+# one warning per cause of "no model" (with what to do) reaches the user; debug and info
+# stay silent. Applications that configure logging decide as usual.
 
 # Public hook API, loaded on first use so that `import torch_diode.wire` needs no torch.
 _API = ("get_detected_hardware", "list_available_models", "register_model", "install", "uninstall",
@@ -27,6 +34,12 @@ def __getattr__(name):
         from .hook import api
         return getattr(api, name)
     raise AttributeError(f"module 'torch_diode' has no attribute {name!r}")
+
+
+def __dir__():
+    # The hook API is resolved lazily by __getattr__, so without this dir(), help() and
+    # tab completion would not show it. Listing names imports nothing (no torch).
+    return sorted(set(globals()) | set(_API))
 
 
 def _auto_install() -> None:

@@ -142,13 +142,63 @@ def _load_candidate(c: sources.Candidate, hw_key: str | None, verified: bool = F
     return model
 
 
+# What the user should do, per reason the hook ends up without a model (docs/hook.md,
+# *Fallbacks*). Before these warnings the import path logged most of them at debug, and a
+# user only found out from get_prediction_stats() why max-autotune was as slow as ever.
+REMEDIES = {
+    "no_hardware": "the hook ranks GPU kernels only; to use the model of a given GPU anyway, "
+                   "set DIODE_HARDWARE_KEY (e.g. nvidia-h100-80gb)",
+    "no_model": "set DIODE_HUB_URL and DIODE_ROOT_PUBKEY to pull the newest signed model for this GPU, "
+                "or DIODE_MODEL to a model directory (docs/hook.md); TORCH_DIODE_AUTO_INSTALL=0 turns the "
+                "hook off",
+    "model_path_missing": "check the path given to install(model=...), register_model() or DIODE_MODEL",
+    "model_path_invalid": "name a model directory (model.json + weights.msgpack) or a bundle directory "
+                          "(bundle.json)",
+    "model_invalid": "the model files are damaged or of another format: fetch the model again or "
+                     "re-export it (docs/model-format.md)",
+    "model_load_failed": "torch could not build the model: check the torch installation and free memory",
+    "native_unavailable": "signed bundles are verified by libdiode_client.so: build it "
+                          "(cmake --build build --target diode_client) or set DIODE_CLIENT_LIB to its path",
+    "no_root_key": "set DIODE_ROOT_PUBKEY to the hub's root public key (64 hex characters, or a file "
+                   "holding them such as keys/root.pub)",
+    "verification_failed": "the bundle is not used: check that DIODE_ROOT_PUBKEY is this hub's root key; "
+                           "if it is, tell the hub's operator (bad signature, expired or rolled back)",
+    "hub_unreachable": "check DIODE_HUB_URL and that the hub is up and reachable from here; once a bundle "
+                       "was pulled, its verified copy in the cache is used while the hub is down",
+    "no_published_model": "the hub has no model for this hardware key: check that DIODE_HUB_URL is the "
+                          "hub's base URL and DIODE_HARDWARE_KEY (if set); a model for new hardware is "
+                          "requested with a manifest (docs/operations.md)",
+    "hub_pull_failed": "the hub answered with an error: check DIODE_HUB_URL, then retry later",
+    "no_cached_model": "no verified bundle in the cache (DIODE_CACHE_DIR) and no hub set: set "
+                       "DIODE_HUB_URL to pull one",
+    "hardware_mismatch": "the hub/cache model is for another GPU: check DIODE_HARDWARE_KEY, or remove "
+                         "that cache entry",
+}
+_warned: set[tuple[str, str]] = set()  # (reason, subject) already warned about in this process
+
+
+def _warn_no_model(reason: str, detail: str, subject: str, warn: bool = True) -> None:
+    """One WARNING per cause (reason + what it concerns: a path, the hub, a hardware key);
+    repeats (every install(), set_options() re-resolve, ...) go to debug."""
+    key = (reason, subject)
+    if warn and key not in _warned:
+        _warned.add(key)
+        log.warning("torch_diode: no model, Inductor's default GEMM configs are used (%s): %s. To fix: %s",
+                    reason, detail, REMEDIES.get(reason, "see docs/hook.md, Fallbacks"))
+    else:
+        log.debug("torch_diode: no model (%s): %s", reason, detail)
+
+
 def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[LoadedModel | None, str]:
     """The model to use and "" -- or None and the reason of the last failure.
 
-    Each failure is counted in get_prediction_stats()["load_failures"] and logged (at
-    warning for paths the user named, debug for automatic sources when `quiet`).
+    Each failure is counted in get_prediction_stats()["load_failures"] and warned about
+    once per cause with what to do. `quiet` (the import path) stays at debug only where
+    nothing was asked of the hook: no GPU and no DIODE_HUB_URL (e.g. `import
+    torch_diode.wire` on a CPU machine).
     """
     hw_key = _hardware_key()
+    hub = os.environ.get(sources.ENV_HUB)
     named: list[str] = []  # paths the user gave, newest registration first
     if explicit:
         named.append(explicit)
@@ -158,24 +208,22 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
             named.append(os.environ[sources.ENV_MODEL])
     reason = "no_model"
 
-    def fail(e: sources.SourceError, by_user: bool) -> str:
+    def fail(e: sources.SourceError, subject: str) -> str:
         _stats.count_load_failure(e.reason)
-        (log.debug if quiet and not by_user else log.warning)("torch_diode: model not used (%s): %s",
-                                                              e.reason, e.detail)
+        _warn_no_model(e.reason, e.detail, subject)
         return e.reason
 
     for path in named:
         try:
             return _load_candidate(sources.classify(path, "explicit"), hw_key), ""
         except sources.SourceError as e:
-            reason = fail(e, True)
+            reason = fail(e, os.path.abspath(os.path.expanduser(path)))
     if named:
         return None, reason  # a named model failed: do not silently use another one
     if not hw_key:
-        log.debug("torch_diode: no model: no GPU hardware key (%s)",
-                  get_detected_hardware().get("reason", ""))
+        _warn_no_model("no_hardware", "no CUDA/ROCm GPU hardware key (%s)" % get_detected_hardware().get(
+            "reason", "no GPU detected"), "", warn=not quiet or bool(hub))
         return None, "no_hardware"
-    hub = os.environ.get(sources.ENV_HUB)
     if hub or sources.cached_versions(hw_key):
         try:
             path, offline, note = sources.pull(hub, hw_key)
@@ -184,10 +232,10 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
             c = sources.Candidate(path, "hub" if hub and not offline else "cache", True)
             return _load_candidate(c, hw_key, verified=True), ""
         except sources.SourceError as e:
-            reason = fail(e, False)
+            reason = fail(e, f"{hub or sources.cache_dir()} {hw_key}")
     if reason == "no_model":
-        log.debug("torch_diode: no model for %s (no %s, no hub, nothing in %s)", hw_key,
-                  sources.ENV_MODEL, sources.cache_dir())
+        _warn_no_model("no_model", f"no model for {hw_key} (no {sources.ENV_MODEL}, no {sources.ENV_HUB}, "
+                       f"nothing in {sources.cache_dir()})", hw_key)
     return None, reason
 
 
@@ -221,9 +269,10 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     """Makes Inductor use the diode handler; returns True when a model is loaded.
 
     `model`: a model or bundle directory (default: registered, DIODE_MODEL, hub, cache).
-    Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive"),
-    fallback ("default"/"raise"). Without a usable model the handler is still installed
-    and takes Inductor's default path on every GEMM, counting the reason.
+    Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive", any case:
+    "EXHAUSTIVE" as in manifests works too), fallback ("default"/"raise"). Without a
+    usable model the handler is still installed and takes Inductor's default path on
+    every GEMM, counting the reason (and warning once per cause why there is no model).
     Raises RuntimeError if another InductorChoices handler is installed, unless `force`
     (uninstall() restores it); compat.UnsupportedTorch on a torch without the hook.
     """
@@ -300,7 +349,8 @@ def is_installed() -> bool:
 
 
 def auto_install() -> bool:
-    """`import torch_diode`: install if a model is found; never raises, logs at debug."""
+    """`import torch_diode`: install if a model is found; never raises. Why no model was
+    found is warned about by resolve_model(); other problems are logged at debug/info."""
     if os.environ.get(ENV_AUTO_INSTALL, "1").strip().lower() in ("0", "false", "no", "off"):
         log.debug("torch_diode: %s=0, not installing", ENV_AUTO_INSTALL)
         return False
@@ -345,6 +395,7 @@ def get_prediction_stats() -> dict[str, Any]:
     s["installed"] = _install is not None
     s["model"] = st.model_path if st else None
     s["model_id"] = st.model_id if st and st.ranker else None
+    s["no_model_reason"] = st.no_model_reason if st and not st.ranker else None
     s["options"] = get_options()
     return s
 

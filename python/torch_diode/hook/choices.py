@@ -26,7 +26,7 @@ from typing import Any
 from .. import __version__
 from ..wire import OPS
 from . import compat, extract
-from .ranking import Options, Ranker, select
+from .ranking import Options, Ranker, select, top_margin
 from .stats import CallRecord, Stats
 
 log = logging.getLogger("torch_diode")
@@ -126,6 +126,7 @@ class DiodeChoicesMixin:
                         for uid, v in candidates.items()}
             rec.configs_in, rec.configs_kept = len(rankable), len(kept_idx)
             rec.kept = [{**configs[i].__dict__, "score": scores[i]} for i in kept_idx]
+            rec.margin = top_margin(scores, configs)
         except extract.Unsupported as e:
             rec.outcome = f"passthrough:{e}"
             state.stats.record(rec)

@@ -24,6 +24,8 @@ DEFAULT_TOP_K = 5
 DEFAULT_THRESHOLD = 0.05   # keep configs predicted within 5% of the best time
 DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, whatever the threshold
 CACHE_PROBLEMS = 4096
+SEARCH_SPACES = ("default", "exhaustive")
+MAX_LOG_MARGIN = math.log(1e3)  # top_margin() reports at most a predicted 1000x
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Options:
     top_k: int = DEFAULT_TOP_K
     threshold: float = DEFAULT_THRESHOLD
     max_kept: int = DEFAULT_MAX_KEPT
-    search_space: str = "default"   # "default" | "exhaustive": Triton configs the model scores
+    search_space: str = "default"   # "default" | "exhaustive" (any case): Triton configs the model scores
     prune_shared_mem: bool = True   # exhaustive only: let Inductor drop configs over the smem limit
     fallback: str = "default"       # "default" (Inductor's full list) | "raise" (debugging)
 
@@ -43,8 +45,14 @@ class Options:
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         if not isinstance(self.max_kept, int) or self.max_kept < self.top_k:
             raise ValueError(f"max_kept must be an int >= top_k, got {self.max_kept!r}")
-        if self.search_space not in ("default", "exhaustive"):
-            raise ValueError(f"search_space must be 'default' or 'exhaustive', got {self.search_space!r}")
+        # Manifests and Inductor's own config spell it "EXHAUSTIVE"/"DEFAULT", the hook's API
+        # "exhaustive"/"default": take either in any case, store lower case so that both
+        # spellings give the same options and the same FX-graph cache key.
+        space = self.search_space.strip().lower() if isinstance(self.search_space, str) else None
+        if space not in SEARCH_SPACES:
+            raise ValueError(f"search_space must be 'default' or 'exhaustive' (any case, e.g. 'EXHAUSTIVE' "
+                             f"as in manifests), got {self.search_space!r}")
+        object.__setattr__(self, "search_space", space)  # frozen dataclass: normalise in place
         if not isinstance(self.prune_shared_mem, bool):
             raise ValueError(f"prune_shared_mem must be a bool, got {self.prune_shared_mem!r}")
         if self.fallback not in ("default", "raise"):
@@ -67,6 +75,24 @@ def select(scores: list[float], opts: Options) -> list[int]:
     limit = best + math.log1p(opts.threshold)
     kept = [i for r, i in enumerate(order) if r < opts.top_k or scores[i] <= limit]
     return kept[:opts.max_kept]
+
+
+def top_margin(scores: list[float], configs: list) -> float | None:
+    """Predicted relative margin of the best config over the next-best *distinct* one:
+    exp(score_2nd - score_best) - 1, e.g. 0.25 = predicted 25% faster than the runner-up.
+
+    Scores are predicted log(time). The same config offered by two templates has one score
+    and would give a meaningless margin of 0, so configs are de-duplicated first. None
+    when fewer than two distinct configs were scored.
+    """
+    best: dict = {}
+    for c, s in zip(configs, scores):
+        best[c] = min(s, best.get(c, math.inf))
+    if len(best) < 2:
+        return None
+    s1, s2 = sorted(best.values())[:2]
+    # capped so that a wild model cannot overflow (or dominate the mean in get_prediction_stats)
+    return math.expm1(min(s2 - s1, MAX_LOG_MARGIN))
 
 
 class Ranker:

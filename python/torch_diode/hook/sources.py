@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +92,18 @@ def root_key() -> str:
     return key
 
 
+# The C client's message for a hub that has no index for the hardware key (http_fetch.cpp:
+# "index.json: hub answered HTTP 404 for <url>"). It gets its own reason because the
+# remedy differs from other HTTP errors: nothing is published for this GPU (or the URL
+# is not the hub's base URL).
+_NO_INDEX = re.compile(r"index\.json: hub answered HTTP 404\b")
+
+
 def _client_error(e: Exception, what: str) -> SourceError:
     kind = getattr(e, "kind", "")
     reason = {"verify": "verification_failed", "network": "hub_unreachable"}.get(kind, "hub_pull_failed")
+    if kind == "http" and _NO_INDEX.search(str(e)):
+        reason = "no_published_model"
     return SourceError(reason, f"{what}: {e}")
 
 

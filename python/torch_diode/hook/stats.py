@@ -20,6 +20,9 @@ class CallRecord:
     cache_hit: bool = False
     predict_ms: float = 0.0
     kept: list[dict] = field(default_factory=list)  # kept configs with their predicted score
+    # Predicted relative margin of the best config over the next-best distinct config,
+    # exp(score_2nd - score_best) - 1 (scores are predicted log time); None with < 2 configs.
+    margin: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -42,6 +45,8 @@ class Stats:
             self.configs_seen = 0
             self.configs_kept = 0
             self.predict_seconds = 0.0
+            self.margin_sum = 0.0    # over model selections that had a runner-up (see `confidence`)
+            self.margin_count = 0
 
     def count_load_failure(self, reason: str) -> None:
         with self._lock:
@@ -57,6 +62,9 @@ class Stats:
                 self.configs_kept += rec.configs_kept
                 self.cache_hits += int(rec.cache_hit)
                 self.predict_seconds += predict_seconds
+                if rec.margin is not None:
+                    self.margin_sum += rec.margin
+                    self.margin_count += 1
             elif kind == "fallback":
                 self.fallbacks[reason] += 1
             else:
@@ -84,4 +92,16 @@ class Stats:
                 "configs_seen": self.configs_seen,
                 "configs_kept": self.configs_kept,
                 "predict_seconds": self.predict_seconds,
+                # Totals under the names torch-diode 0.1.1 users look for (docs/hook.md):
+                # `total_predictions` is GEMMs whose configs the model chose (= model_selections),
+                # `total_fallbacks` the sum of `fallbacks` over reasons, `total_calls` = calls,
+                # `configs_filtered` the Triton configs the model removed.
+                "total_calls": self.calls,
+                "total_predictions": self.model_selections,
+                "total_fallbacks": sum(self.fallbacks.values()),
+                "configs_filtered": self.configs_seen - self.configs_kept,
+                # Mean predicted margin of the top config over the runner-up: how decisively
+                # the model separated its choice, not a measured accuracy. None until a
+                # model selection with at least two distinct configs.
+                "confidence": self.margin_sum / self.margin_count if self.margin_count else None,
             }
