@@ -355,3 +355,29 @@ def signature_arity(fn) -> int:
         return len(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return -1
+
+
+_TEMPLATE_VARS = {"mm": "mm_template", "bmm": "bmm_template"}
+
+
+def gemm_template_source(kind: str) -> str:
+    """Jinja source of Inductor's Triton `mm` or `bmm` template in the running torch.
+
+    Newer torch keeps them as files (kernel/templates/triton_mm.py.jinja, loaded by
+    mm_common.load_kernel_template); older torch passes an inline `source=r\"\"\"...\"\"\"`
+    to TritonTemplate in kernel/mm.py / kernel/bmm.py, which is read from the module's
+    source text."""
+    if kind not in _TEMPLATE_VARS:
+        raise ValueError(f"no Triton GEMM template '{kind}' (known: mm, bmm)")
+    try:
+        from torch._inductor.kernel.mm_common import load_kernel_template
+        return load_kernel_template(f"triton_{kind}")
+    except (ImportError, AttributeError, FileNotFoundError, OSError):
+        pass
+    import re
+    mod = importlib.import_module(f"torch._inductor.kernel.{kind}")
+    text = inspect.getsource(mod)
+    m = re.search(_TEMPLATE_VARS[kind] + r'\s*=\s*TritonTemplate\(.*?source=r?"""(.*?)"""', text, re.S)
+    if not m:
+        raise UnsupportedTorch(f"cannot find the source of Inductor's {_TEMPLATE_VARS[kind]} in {mod.__file__}")
+    return m.group(1)

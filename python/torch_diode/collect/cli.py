@@ -49,6 +49,12 @@ def parse_args(argv):
                     help="start no new problem after this many seconds (0: no deadline)")
     ap.add_argument("--first", type=int, default=0,
                     help="skip the spec's problems before this index (resume a sweep)")
+    ap.add_argument("--engine", choices=("v2", "autotune"), default="v2",
+                    help="v2 (default): Inductor's configs compiled once per kernel class and timed as GPU "
+                         "time by the collector (engine.py); autotune: through Inductor's own max-autotune "
+                         "benchmarking, one compile per config per problem (driver.py, slow)")
+    ap.add_argument("--compile-workers", type=int, default=0,
+                    help="v2: processes compiling kernels (default: CPU cores - 1)")
     ap.add_argument("--dry-run", action="store_true",
                     help="validate the spec and print Inductor's config count per problem; no GPU needed")
     return ap.parse_args(argv)
@@ -63,6 +69,67 @@ def dry_run(spec) -> int:
         print(f"{i}\t{describe(p)}\t{n}")
     print(f"total\t{total}")
     return EXIT_OK
+
+
+def _tag(j: int, n: int, p, tf32: bool) -> str:
+    return f"[{j + 1}/{n}] {describe(p)}" + (f" tf32={'on' if tf32 else 'off'}" if p.dtype_a == "float32" else "")
+
+
+def run_v2(args, spec, hw, engine, jobs, t0) -> int:
+    """The v2 loop: problem j+1 is lowered and its compiles queued before problem j is
+    timed. The shard is rewritten after every problem (a crash loses one problem)."""
+    recs, walls, done, empty = [], {}, 0, 0
+
+    def save():
+        probs, rs = records.compact(list(spec.problems), recs)
+        write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
+                                                   spec.producer_key, probs, rs,
+                                                   problem_wall_s=records.compact_walls(recs, walls)))
+
+    def plan(j):
+        i, p, tf32 = jobs[j]
+        try:
+            return engine.plan(i, p, tf32)
+        except Exception as e:  # one bad problem must not lose the shard
+            log(f"{_tag(j, len(jobs), p, tf32)}: FAILED to lower: {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc(file=sys.stderr)
+            return None
+
+    nxt = plan(0) if jobs else None
+    for j, (i, p, tf32) in enumerate(jobs):
+        cur, tag = nxt, _tag(j, len(jobs), p, tf32)
+        if args.deadline_s and time.perf_counter() - t0 > args.deadline_s:
+            log(f"deadline {args.deadline_s:.0f}s reached after {done}/{len(jobs)} problems")
+            break
+        nxt = plan(j + 1) if j + 1 < len(jobs) else None
+        done += 1
+        if cur is None:
+            empty += 1
+            continue
+        try:
+            got, st = engine.run(cur)
+        except Exception as e:
+            log(f"{tag}: FAILED {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc(file=sys.stderr)
+            empty += 1
+            continue
+        if not any(r.status == "ok" for r in got):
+            empty += 1
+        recs.extend(got)
+        walls[i] = walls.get(i, 0.0) + st.wall_s
+        fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
+        lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
+        log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} | "
+            f"lower={st.lower_s:.1f}s compile_wait={st.compile_wait_s:.1f}s time={st.time_s:.1f}s "
+            f"wall={st.wall_s:.1f}s | best_triton={st.best_triton_us:.2f}us default_best={st.default_best_us:.2f}us "
+            f"aten={st.aten_us:.2f}us")
+        save()
+    if not recs:
+        save()
+    log(f"done: {done}/{len(jobs)} problems, {len(recs)} records, {time.perf_counter() - t0:.1f}s -> {args.out}")
+    if done < len(jobs):
+        return EXIT_DEADLINE
+    return EXIT_PARTIAL if empty else EXIT_OK
 
 
 def main(argv=None) -> int:
@@ -94,10 +161,14 @@ def main(argv=None) -> int:
         if args.device >= torch.cuda.device_count():
             raise ic.UnsupportedTorch(f"device {args.device} not present ({torch.cuda.device_count()} GPUs)")
         torch.cuda.set_device(args.device)
-        from .driver import ProblemDriver
         from .fingerprint import detect
         hw = detect(args.device)
-        driver = ProblemDriver(spec, args.device)
+        if args.engine == "v2":
+            from .engine import Engine
+            driver = Engine(spec, args.device, args.compile_workers or None, log=log)
+        else:
+            from .driver import ProblemDriver
+            driver = ProblemDriver(spec, args.device)
     except ic.UnsupportedTorch as e:
         log(f"error: {e}")
         return EXIT_ENV
@@ -113,6 +184,11 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     jobs = [(i, p, tf32) for i, p in enumerate(spec.problems) if i >= args.first
             for tf32 in (spec.tf32 if p.dtype_a == "float32" else (False,))]
+    if args.engine == "v2":
+        try:
+            return run_v2(args, spec, hw, driver, jobs, t0)
+        finally:
+            driver.close()
     for j, (i, p, tf32) in enumerate(jobs):
         if args.deadline_s and time.perf_counter() - t0 > args.deadline_s:
             log(f"deadline {args.deadline_s:.0f}s reached after {done}/{len(jobs)} problems")

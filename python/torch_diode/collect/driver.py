@@ -48,20 +48,25 @@ class ProblemStats:
 
 
 def inductor_settings(spec: Spec) -> dict:
-    """Inductor config for collection; keys this torch lacks are skipped."""
+    """Inductor config for collection through Inductor's own autotuning (engine v1)."""
+    return inductor_settings_base(spec.search_space, spec.timing.compile_timeout_s)
+
+
+def inductor_settings_base(search_space: str, compile_timeout_s: int = 600) -> dict:
+    """Inductor config for lowering a problem under max-autotune; keys this torch lacks are skipped."""
     from torch._inductor import config
     wanted = {
         "max_autotune": True,
         "max_autotune_gemm": True,
         "max_autotune_gemm_backends": "TRITON,ATEN",
-        "max_autotune_gemm_search_space": spec.search_space,
+        "max_autotune_gemm_search_space": search_space,
         "force_disable_caches": True,   # a cached graph skips lowering: no hook, no timings
         "fx_graph_cache": False,
         "autotune_local_cache": False,
         "autotune_remote_cache": False,
         "autotune_in_subproc": False,   # our timer must run where the kernels are loaded
         "compile_threads": os.cpu_count() or 1,
-        "precompilation_timeout_seconds": spec.timing.compile_timeout_s,
+        "precompilation_timeout_seconds": compile_timeout_s,
         "autotune_num_choices_displayed": 0,
         # Benchmark right after precompile, not deferred to the scheduler (MultiTemplateBuffer):
         # our one-op graph has no epilogue to fuse. Set after the device runs of 2026-11-22 saw

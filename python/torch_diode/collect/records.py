@@ -97,9 +97,14 @@ def compact(problems: list[wire.Problem], records: list[wire.ShardRecord]):
                                                        "flags")]) for r in records])
 
 
+def compact_walls(records: list[wire.ShardRecord], walls: dict) -> list[float]:
+    """Per problem kept by compact(), in its order, the seconds spent on it."""
+    return [float(walls.get(i, 0.0)) for i in sorted({r.problem_index for r in records})]
+
+
 def build_shard(spec_shard_id: str, sweep_id: str, hardware: wire.HardwareId, producer_name: str,
                 producer_key: str, problems: list[wire.Problem], records: list[wire.ShardRecord],
-                created_ms: int | None = None) -> bytes:
+                created_ms: int | None = None, problem_wall_s: list[float] | None = None) -> bytes:
     shard = wire.Shard(spec_shard_id, sweep_id, hardware,
                        wire.Producer(producer_name, producer_key, "inductor", f"diode {__version__}"),
                        int(time.time() * 1000) if created_ms is None else created_ms,

@@ -72,3 +72,45 @@ class GpuTimer:
         torch.cuda.synchronize()
         summ = summarize([a.elapsed_time(b) for a, b in zip(starts, ends)])
         return Measured("ok", summ.median, summ.iqr, summ.n)
+
+
+class BatchTimer:
+    """GPU time of a launch function, for the v2 engine (see module doc: cold L2, a GPU
+    spin in front so CPU launch latency never lands between two events).
+
+    probe() times one launch; repeat() times n launches back to back behind one spin and
+    returns every sample (ms), so callers can merge samples from interleaved rounds."""
+
+    def __init__(self, device: int = 0, l2_flush: bool = True):
+        import torch
+        self.torch = torch
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
+        self.flush = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.int32,
+                                 device=f"cuda:{device}") if l2_flush else None
+
+    def probe(self, fn) -> float:
+        torch = self.torch
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if self.flush is not None:
+            self.flush.zero_()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e)
+
+    def repeat(self, fn, n: int) -> list[float]:
+        torch = self.torch
+        ev = torch.cuda.Event
+        starts = [ev(enable_timing=True) for _ in range(n)]
+        ends = [ev(enable_timing=True) for _ in range(n)]
+        torch.cuda._sleep(min(SPIN_CYCLES_PER_REPEAT * n, MAX_SPIN_CYCLES))
+        for i in range(n):
+            if self.flush is not None:
+                self.flush.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        ends[-1].synchronize()
+        return [a.elapsed_time(b) for a, b in zip(starts, ends)]

@@ -1,0 +1,92 @@
+"""Collector v2 throughput on the log-normal mix of real model shapes, on the GPU.
+
+  python bench/collector_throughput.py --n 50 --seed 2026112501 --out shard.msgpack \
+      [--deadline-s 520] [--inductor-timeout 120]
+
+1. Samples `--n` problems (torch_diode.collect.sample: ln M, ln N, ln K mean/std
+   6.5725/2.5562, 5.9139/1.6697, 6.2049/2.1647, multiples of 8, all four ops, fp16 and
+   bf16, fixed seed) and collects them end to end with `python -m torch_diode.collect`
+   (engine v2, EXHAUSTIVE). The kernel cache starts as the machine has it: say which.
+2. From the shard alone: problems per GPU-hour, seconds per problem (median, p90, from
+   the per-problem wall seconds the shard records), configs timed per second, share of
+   records with a final status other than `timeout`.
+3. Unless --inductor-timeout 0: Inductor's own EXHAUSTIVE max-autotune on two small
+   problems of the mix vs the collector's recorded seconds for the same problems.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+
+def quantile(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--deadline-s", type=float, default=0.0)
+    ap.add_argument("--problem-timeout-s", type=float, default=150.0)
+    ap.add_argument("--inductor-timeout", type=float, default=120.0)
+    ap.add_argument("--shard-id", default="")
+    a = ap.parse_args()
+    from torch_diode import wire
+    from torch_diode.collect.sample import sample_problems
+    probs = sample_problems(a.n, a.seed)
+    spec = {"shard_id": a.shard_id or f"throughput/{a.seed}", "sweep_id": f"lognormal-{a.seed}",
+            "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs],
+            "timing": {"repeats": 25, "min_repeats": 3, "budget_ms_per_config": 20.0,
+                       "problem_timeout_s": a.problem_timeout_s}}
+    tmp = tempfile.mkdtemp()
+    sp = os.path.join(tmp, "spec.json")
+    json.dump(spec, open(sp, "w"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TORCH_DIODE_AUTO_INSTALL="0")
+    cmd = [sys.executable, "-m", "torch_diode.collect", "--spec", sp, "--out", a.out]
+    if a.deadline_s:
+        cmd += ["--deadline-s", str(a.deadline_s)]
+    t0 = time.perf_counter()
+    rc = subprocess.run(cmd, env=env).returncode
+    wall = time.perf_counter() - t0
+    shard = wire.decode_shard(open(a.out, "rb").read())
+    walls = list(getattr(shard, "problem_wall_s", ()) or ())
+    recs = shard.records
+    ok = sum(r.status == "ok" for r in recs)
+    final = sum(r.status != "timeout" for r in recs)
+    print(f"\n=== collector v2, {len(shard.problems)}/{a.n} problems collected (rc {rc}), process wall {wall:.1f} s")
+    print(f"records {len(recs)}: ok {ok}, final status other than timeout {final / max(len(recs), 1):.1%}")
+    if walls:
+        tot = sum(walls)
+        print(f"seconds per problem (recorded): median {statistics.median(walls):.1f}, p90 {quantile(walls, 0.9):.1f}, "
+              f"sum {tot:.1f}")
+        print(f"problems per GPU-hour: {3600 * len(walls) / tot:.0f} (recorded seconds), "
+              f"{3600 * len(shard.problems) / wall:.0f} (process wall incl. start-up)")
+        print(f"configs timed per second: {ok / tot:.1f}")
+    if a.inductor_timeout > 0 and walls:
+        from collector_vs_inductor import run_inductor
+        small = sorted(range(len(shard.problems)), key=lambda i: len([r for r in recs if r.problem_index == i]))
+        for i in small[:2]:
+            p = shard.problems[i]
+            iw, fin, ind = run_inductor(wire.to_json(p), tmp, a.inductor_timeout)
+            mine = walls[i]
+            verdict = f"{iw / mine:.1f}x" if fin else f"> {a.inductor_timeout / mine:.1f}x (Inductor not finished)"
+            print(f"inductor EXHAUSTIVE {p.op} {p.batch}x{p.m}x{p.n}x{p.k} {p.dtype_a}: "
+                  f"{iw:.1f} s{'' if fin else ' (killed)'} vs collector {mine:.1f} s -> speed-up {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

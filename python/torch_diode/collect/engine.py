@@ -1,0 +1,303 @@
+"""Collector engine v2: Inductor's whole search space of a GEMM, timed as GPU time, fast.
+
+Per problem:
+  1. space.offered_space: Inductor lowers the problem (EXHAUSTIVE, then DEFAULT for the
+     flags); every config it offers becomes a record, whatever happens next.
+  2. Triton configs are compiled in a pool of spawned processes from Inductor's own
+     template rendered with runtime sizes (template.py): one compiled kernel serves every
+     problem of its kernel class, and Triton's on-disk cache keeps it across runs. The
+     next problem is lowered and its compiles queued before the current one is timed,
+     so compiling overlaps timing.
+  3. In this process each kernel is loaded once, checked against ATen's result once,
+     and timed with BatchTimer (cold L2, launches queued behind a GPU spin: GPU time
+     only). Order: ATen, DEFAULT configs, then the rest by plan.promise(). Repeats are
+     adaptive (plan.repeats_for) and the contenders are re-timed interleaved at the end.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass, field
+
+from .. import wire
+from . import plan, records, smem, template
+from .space import TRITON_GEMM, Offered, offered_space
+from .spec import Spec
+from .stats import summarize
+
+TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
+ENGINE_VERSION = "2.0.0"
+FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
+FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
+_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_TORCH_DTYPE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
+CHECK_TOLERANCE = 5e-2   # relative L2 error vs ATen; a wrong kernel is off by ~1
+
+
+@dataclass
+class Entry:
+    offered: Offered
+    is_triton: bool
+    kc: object = None                 # template.KernelClass for Triton entries
+    future: object = None
+    status: str = ""
+    samples: list = field(default_factory=list)
+
+    @property
+    def params(self):
+        return self.offered.params
+
+    @property
+    def default(self):
+        return self.offered.default
+
+
+@dataclass
+class Planned:
+    idx: int
+    problem: wire.Problem
+    tf32: bool
+    lowered_as: str
+    entries: list
+    lower_s: float
+
+
+@dataclass
+class Stats:
+    offered: int = 0
+    ok: int = 0
+    failed: dict = field(default_factory=dict)
+    lower_s: float = 0.0
+    compile_wait_s: float = 0.0
+    time_s: float = 0.0
+    wall_s: float = 0.0
+    mismatched: int = 0
+    lowered_as: str = ""
+    best_triton_us: float = 0.0
+    aten_us: float = 0.0
+    default_best_us: float = 0.0
+
+
+def _compile_job(kc, dtype: str, out_dtype: str, params: dict, allow_tf32: bool) -> str:
+    """In a pool process: compile one kernel into Triton's on-disk cache. '' or the error."""
+    import torch
+    try:
+        kernel = template.load(kc)
+        dt, odt = getattr(torch, _TORCH_DTYPE[dtype]), getattr(torch, _TORCH_DTYPE[out_dtype])
+        consts = _consts(kc, params, allow_tf32)
+        ptrs = [dt, dt, odt] + ([dt] if kc.bias else [])
+        runtime = [a for a in kernel.arg_names if a not in ("A", "B", "C", "BIAS") and a not in consts
+                   and a not in ("num_warps", "num_stages")]
+        vals = [0.5 if a in ("alpha", "beta") else 1 for a in runtime]
+        kernel.warmup(*ptrs, *vals, grid=(1,), **consts)
+        return ""
+    except Exception as e:  # the main process records it; the pool keeps going
+        return f"{type(e).__name__}: {e}"[:2000]
+
+
+def _consts(kc, params: dict, allow_tf32: bool) -> dict:
+    # Alignment constexprs are a function of the kernel class (all non-unit strides of a
+    # class share one alignment per position); read them back from the pattern.
+    out = {}
+    for nm, pat in (("A", kc.a), ("B", kc.b), ("C", kc.c), ("BIAS", kc.bias)):
+        for i, v in enumerate(pat):
+            if v < 0:
+                out[f"S{nm}{i}"] = -v
+    out.update(BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"],
+               GROUP_M=params.get("GROUP_M", 8), EVEN_K=kc.even_k, ALLOW_TF32=bool(allow_tf32),
+               num_warps=params["num_warps"], num_stages=params["num_stages"])
+    return out
+
+
+def _pool_init(device: int) -> None:
+    import torch
+    torch.cuda.set_device(device)
+
+
+class Engine:
+    def __init__(self, spec: Spec, device: int = 0, workers: int | None = None, log=print):
+        import torch
+        self.spec = spec
+        self.device = device
+        self.log = log
+        self.timer = __import__("torch_diode.collect.timing", fromlist=["BatchTimer"]).BatchTimer(
+            device, spec.timing.l2_flush)
+        props = torch.cuda.get_device_properties(device)
+        self.sm_count = props.multi_processor_count
+        self.smem_limit = int(getattr(props, "shared_memory_per_block_optin", 0)) if spec.smem_prefilter else 0
+        n = workers or max(1, (os.cpu_count() or 2) - 1)
+        self.pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                                           initializer=_pool_init, initargs=(device,))
+        self.submitted: dict = {}   # (kernel class, constexprs) -> future, across problems
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- planning ------------------------------------------------------------------------
+    def plan(self, idx: int, p: wire.Problem, tf32: bool) -> Planned:
+        sp = offered_space(p, tf32, self.spec.search_space)
+        size = _DTYPE_SIZE[p.dtype_a]
+        allow = tf32 and p.dtype_a == "float32"
+        entries = []
+        for o in sp.offered:
+            triton = o.uid in TRITON_GEMM and "BLOCK_M" in o.params
+            e = Entry(o, is_triton=triton)
+            if triton:
+                reason = smem.refuse_reason(o.params, size, self.smem_limit)
+                if reason:
+                    e.status = "out_of_resources"
+                else:
+                    e.kc = template.kernel_class(p, bool(o.params.get("EVEN_K", p.k % o.params["BLOCK_K"] == 0)),
+                                                 sp.lowered_as)
+                    key = (e.kc, tuple(sorted(_consts(e.kc, o.params, allow).items())))
+                    fut = self.submitted.get(key)
+                    if fut is None:
+                        ints = {k: v for k, v in o.params.items() if isinstance(v, (int, bool))}  # picklable
+                        fut = self.pool.submit(_compile_job, e.kc, p.dtype_a, p.dtype_out, ints, allow)
+                        self.submitted[key] = fut
+                    e.future = fut
+            entries.append(e)
+        entries = plan.order(entries, p.m, p.n, p.batch, self.sm_count)
+        return Planned(idx, p, tf32, sp.lowered_as, entries, sp.lower_s)
+
+    # -- timing --------------------------------------------------------------------------
+    def run(self, pl: Planned) -> tuple[list[wire.ShardRecord], Stats]:
+        import torch
+
+        from .problems import make_inputs
+        from ..inductor_compat import set_tf32
+        p, t0 = pl.problem, time.perf_counter()
+        st = Stats(offered=len(pl.entries), lower_s=pl.lower_s, lowered_as=pl.lowered_as)
+        deadline = t0 + self.spec.timing.problem_timeout_s
+        tm = self.spec.timing
+        restore = set_tf32(pl.tf32)
+        inputs = make_inputs(p)
+        bias, a, b = (inputs if len(inputs) == 3 else (None, *inputs))
+        batched = p.op in ("bmm", "baddbmm")
+        odt = getattr(torch, p.dtype_out)
+        shape = (p.batch, p.m, p.n) if batched else (p.m, p.n)
+        c = torch.empty(shape, dtype=odt, device=a.device)
+        aten = _aten_fn(p, bias, a, b, c)
+        ref = torch.empty_like(c)
+        _aten_fn(p if pl.lowered_as == p.op else dataclasses.replace(p, op=pl.lowered_as), bias, a, b, ref)()
+        ref_norm = ref.float().norm().item() or 1.0
+        tensors = {"a": a, "b": b, "c": c, "bias": bias}
+        best = float("inf")
+        fns = {}
+        try:
+            for e in pl.entries:
+                if e.status:
+                    continue
+                if time.perf_counter() > deadline:
+                    e.status = "timeout"
+                    continue
+                if not e.is_triton:
+                    if e.offered.uid.startswith("aten"):
+                        fn = aten
+                    else:
+                        e.status = "compile_error"   # with FLAG_NOT_RUNNABLE
+                        continue
+                else:
+                    w0 = time.perf_counter()
+                    try:
+                        err = e.future.result(timeout=max(0.0, deadline - w0))
+                    except cf.TimeoutError:
+                        e.status = "timeout"
+                        continue
+                    finally:
+                        st.compile_wait_s += time.perf_counter() - w0
+                    if err:
+                        e.status = records.classify_error(err)
+                        continue
+                    kernel = template.load(e.kc)
+                    grid, args, consts = template.launch_args(e.kc, p, tensors, e.params,
+                                                              pl.tf32 and p.dtype_a == "float32")
+                    fn = _launcher(kernel, grid, args, consts)
+                s0 = time.perf_counter()
+                try:
+                    if e.is_triton:
+                        c.fill_(float("nan"))
+                    fn()   # loads the kernel (Triton's disk cache), shakes out launch errors
+                    torch.cuda.synchronize()
+                    if e.is_triton:   # ref was computed by ATen for the op Inductor lowered
+                        rel = ((c.float() - ref.float()).norm().item()) / ref_norm
+                        if not rel <= CHECK_TOLERANCE:   # also catches NaN: an unwritten output
+                            st.mismatched += 1
+                            e.status = "compile_error"
+                            self.log(f"  WARNING {e.offered.config}: result differs from ATen (rel {rel:.3g})")
+                            continue
+                    probe = self.timer.probe(fn)
+                    if probe > tm.config_timeout_s * 1000.0:
+                        e.status = "timeout"
+                        continue
+                    n = plan.repeats_for(probe, best, tm.min_repeats, tm.repeats, tm.budget_ms_per_config)
+                    e.samples = self.timer.repeat(fn, n)
+                except Exception as ex:   # Triton OutOfResources at load, launch errors
+                    e.status = records.classify_error(ex)
+                    torch.cuda.synchronize()
+                    continue
+                finally:
+                    st.time_s += time.perf_counter() - s0
+                e.status = "ok"
+                fns[id(e)] = fn
+                best = min(best, summarize(e.samples).median)
+            # Interleaved re-timing of the contenders, against drift between early and late configs.
+            s0 = time.perf_counter()
+            times = {id(e): summarize(e.samples).median for e in pl.entries if e.status == "ok"}
+            close = plan.contenders(times)
+            if len(close) > 1 and time.perf_counter() < deadline:
+                by_id = {id(e): e for e in pl.entries}
+                for _ in range(3):
+                    for k in close:
+                        by_id[k].samples += self.timer.repeat(fns[k], max(tm.min_repeats, 10))
+            st.time_s += time.perf_counter() - s0
+        finally:
+            restore()
+        out = []
+        best_t = aten_t = dflt = float("inf")
+        for e in pl.entries:
+            flags = (FLAG_DEFAULT if e.default else 0)
+            if not e.is_triton and not e.offered.uid.startswith("aten"):
+                flags |= FLAG_NOT_RUNNABLE
+            if e.status == "ok":
+                s = summarize(e.samples)
+                r = records.make_record(pl.idx, e.offered.config, "ok", s.median, s.iqr, s.n)
+                if e.is_triton:
+                    best_t = min(best_t, s.median)
+                    if e.default:
+                        dflt = min(dflt, s.median)
+                else:
+                    aten_t = min(aten_t, s.median)
+            else:
+                r = records.make_record(pl.idx, e.offered.config, e.status or "compile_error")
+                st.failed[r.status] = st.failed.get(r.status, 0) + 1
+            out.append(dataclasses.replace(r, flags=flags))
+        st.ok = sum(1 for r in out if r.status == "ok")
+        st.best_triton_us = best_t * 1000 if best_t < float("inf") else 0.0
+        st.aten_us = aten_t * 1000 if aten_t < float("inf") else 0.0
+        st.default_best_us = dflt * 1000 if dflt < float("inf") else 0.0
+        st.wall_s = (time.perf_counter() - t0) + pl.lower_s
+        del inputs, a, b, c, ref, bias, tensors, fns
+        return out, st
+
+
+def _launcher(kernel, grid, args, consts):
+    def fn():
+        kernel[grid](*args, **consts)
+    return fn
+
+
+def _aten_fn(p: wire.Problem, bias, a, b, out):
+    import torch
+    if p.op == "mm":
+        return lambda: torch.mm(a, b, out=out)
+    if p.op == "bmm":
+        return lambda: torch.bmm(a, b, out=out)
+    if p.op == "addmm":
+        return lambda: torch.addmm(bias, a, b, beta=p.beta, alpha=p.alpha, out=out)
+    if p.op == "baddbmm":
+        return lambda: torch.baddbmm(bias, a, b, beta=p.beta, alpha=p.alpha, out=out)
+    raise ValueError(f"unknown op {p.op}")

@@ -1,0 +1,148 @@
+"""Collector engine v2, the parts that need no GPU: template rendering with runtime
+sizes, kernel-reuse classes, config order, the repeat rule and contenders."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import pytest
+
+from torch_diode import wire
+from torch_diode.collect import plan, records, template
+
+
+def prob(op="mm", m=333, n=4096, k=4096, batch=1, dtype="bfloat16", ta=False, tb=False, bias=None,
+         alpha=1.0, beta=1.0):
+    if bias is None:
+        bias = "row" if op in ("addmm", "baddbmm") else "none"
+    return wire.Problem(op, batch, m, n, k, dtype, dtype, dtype, ta, tb, bias, alpha, beta)
+
+
+@pytest.mark.parametrize("stride,size,want", [(4096, 2, 8), (4104, 2, 8), (4100, 2, 4), (7, 2, 1),
+                                             (1, 2, 1), (0, 2, 8), (24, 4, 4), (6, 4, 2)])
+def test_stride_align_caps_at_one_vector(stride, size, want):
+    assert template.stride_align(stride, size) == want
+
+
+def test_problem_strides_follow_make_inputs_layouts():
+    st = template.problem_strides(prob(m=16, n=32, k=64, tb=True))
+    assert st["a"] == (64, 1)          # row-major (M, K)
+    assert st["b"] == (1, 64)          # (K, N) view of an (N, K) weight: nn.Linear's layout
+    assert st["c"] == (32, 1)
+    st = template.problem_strides(prob("addmm", m=16, n=32, k=64, bias="row"))
+    assert st["bias"] == (0, 1)        # (N,) broadcast over rows
+    st = template.problem_strides(prob("addmm", m=16, n=32, k=64, bias="column"))
+    assert st["bias"] == (1, 0)        # (M, 1) broadcast over columns
+    st = template.problem_strides(prob("baddbmm", batch=4, m=16, n=32, k=64, bias="full"))
+    assert st["a"] == (16 * 64, 64, 1) and st["bias"] == (16 * 32, 32, 1)
+    st = template.problem_strides(prob("bmm", batch=4, m=16, n=32, k=64, ta=True))
+    assert st["a"] == (16 * 64, 1, 16)
+
+
+def test_problems_differing_only_in_sizes_share_a_kernel_class():
+    a = template.kernel_class(prob(m=333, n=4096, k=4096), even_k=True)
+    b = template.kernel_class(prob(m=8, n=1000, k=512), even_k=True)
+    assert a == b and a.key() == b.key()
+    assert template.kernel_class(prob(), even_k=False) != a                  # EVEN_K specialises
+    assert template.kernel_class(prob(dtype="float16"), even_k=True) != a     # dtype does
+    assert template.kernel_class(prob(tb=True), even_k=True) != a             # so does the unit stride
+    assert template.kernel_class(prob(k=4100), even_k=True) != a              # and 16-byte alignment
+
+
+def test_reuse_groups_keep_problem_order():
+    keys = [template.kernel_class(p, True).key() for p in
+            (prob(m=64), prob("bmm", batch=2), prob(m=128), prob("bmm", batch=8, m=7))]
+    g = plan.reuse_groups(keys)
+    assert sorted(g.values()) == [[0, 2], [1, 3]]
+
+
+def _source(p, even_k):
+    try:
+        return template.render(template.kernel_class(p, even_k))
+    except ImportError as e:  # jinja2 ships with torch
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("p", [prob(), prob("addmm", m=8, n=1024, k=512, tb=True),
+                               prob("bmm", batch=8, m=128, n=128, k=64),
+                               prob("baddbmm", batch=8, m=128, n=128, k=64, bias="full", alpha=0.5, beta=2.0)])
+@pytest.mark.parametrize("even_k", [True, False])
+def test_rendered_kernel_is_inductors_template_with_runtime_sizes(p, even_k):
+    src = _source(p, even_k)
+    assert "{{" not in src and "{%" not in src
+    tree = ast.parse(src)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+    args = [a.arg for a in fn.args.args]
+    assert args[:3] == ["A", "B", "C"]
+    assert {"M_", "N_", "K_"} <= set(args)                 # sizes are arguments...
+    dec = ast.unparse(fn.decorator_list[0])
+    for size in ("M_", "N_", "K_"):                        # ...that Triton does not specialise
+        assert repr(size) in dec
+    for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32"):
+        assert c in args
+    assert "tl.dot(" in src and "tl.store(C +" in src
+    if p.op in ("addmm", "baddbmm"):
+        assert "BIAS" in args and "acc = acc + bias" in src
+        assert ("alpha" in args) == (p.alpha != 1.0)
+    if p.op == "mm":  # triton_mm: EVEN_K is a Jinja switch, so the masks come and go
+        assert ("a_mask" in src) == (not even_k)
+
+
+def test_launch_args_match_the_signature():
+    p = prob("addmm", m=8, n=1000, k=520, tb=True, alpha=2.0)
+    kc = template.kernel_class(p, even_k=False)
+    src = _source(p, False)
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
+    names = [a.arg for a in fn.args.args]
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_stages": 3, "num_warps": 4}
+    grid, args, consts = template.launch_args(kc, p, {"a": "A", "b": "B", "c": "C", "bias": "BIAS"}, cfg, False)
+    runtime = [n for n in names if n not in consts]
+    assert len(args) == len(runtime)
+    assert args[:4] == ["A", "B", "C", "BIAS"] and args[4:7] == [8, 1000, 520]
+    assert grid == (1 * 16, 1, 1)                      # ceil(8/16) * ceil(1000/64)
+    assert consts["EVEN_K"] is False and consts["num_warps"] == 4
+    # Every divided stride times its constexpr alignment gives the stride back.
+    st = template.problem_strides(p)
+    q = dict(zip(runtime, args))
+    assert q["sa0_q"] * consts["SA0"] == st["a"][0] and q["sb1_q"] * consts["SB1"] == st["b"][1]
+
+
+@dataclass
+class E:
+    is_triton: bool
+    default: bool
+    params: dict
+    name: str
+
+
+def test_order_puts_aten_then_default_then_promise():
+    big = {"BLOCK_M": 128, "BLOCK_N": 128}
+    tiny = {"BLOCK_M": 16, "BLOCK_N": 16}
+    es = [E(True, False, tiny, "tiny"), E(True, False, big, "big"), E(True, True, tiny, "dflt"),
+          E(False, False, {}, "aten")]
+    got = [e.name for e in plan.order(es, 4096, 4096, 1, 132)]
+    assert got == ["aten", "dflt", "big", "tiny"]
+    # For a decode-like M=8, a 128-row tile wastes 15/16 of its work: small tiles first.
+    got = [e.name for e in plan.order(es, 8, 4096, 1, 132)]
+    assert got.index("tiny") < got.index("big")
+
+
+def test_repeat_rule():
+    assert plan.repeats_for(0.5, 0.0, 3, 25, 20.0) == 25            # nothing timed yet: full
+    assert plan.repeats_for(2.0, 0.5, 3, 25, 20.0) == 3             # 4x slower than best: minimum
+    assert plan.repeats_for(0.6, 0.5, 3, 25, 20.0) == 25            # a contender
+    assert plan.repeats_for(5.0, 4.0, 3, 25, 20.0) == 4             # budget-bound
+    assert plan.repeats_for(50.0, 40.0, 3, 25, 20.0) == 3           # never below min
+
+
+def test_contenders_within_factor_fastest_first():
+    t = {"a": 1.0, "b": 1.05, "c": 1.2, "d": 1.09, "e": 3.0}
+    assert plan.contenders(t) == ["a", "b", "d"]
+    assert plan.contenders(t, limit=2) == ["a", "b"]
+    assert plan.contenders({}) == []
+
+
+def test_compact_walls_follow_compacted_problems():
+    cfg = wire.KernelConfig("aten")
+    recs = [wire.ShardRecord(3, cfg, 1.0, 0.0, 1, "ok", 0), wire.ShardRecord(1, cfg, 1.0, 0.0, 1, "ok", 0)]
+    assert records.compact_walls(recs, {1: 2.5, 3: 4.0, 7: 9.0}) == [2.5, 4.0]
