@@ -43,13 +43,14 @@ def main() -> int:
     ap.add_argument("--problem-timeout-s", type=float, default=150.0)
     ap.add_argument("--inductor-timeout", type=float, default=120.0)
     ap.add_argument("--shard-id", default="")
+    ap.add_argument("--first", type=int, default=0, help="resume: skip the sample's problems before this index")
     a = ap.parse_args()
     from torch_diode import wire
     from torch_diode.collect.sample import sample_problems
     probs = sample_problems(a.n, a.seed)
     spec = {"shard_id": a.shard_id or f"throughput/{a.seed}", "sweep_id": f"lognormal-{a.seed}",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs],
-            "timing": {"repeats": 25, "min_repeats": 3, "budget_ms_per_config": 20.0,
+            "timing": {"repeats": 15, "min_repeats": 3, "budget_ms_per_config": 10.0,
                        "problem_timeout_s": a.problem_timeout_s}}
     tmp = tempfile.mkdtemp()
     sp = os.path.join(tmp, "spec.json")
@@ -58,11 +59,15 @@ def main() -> int:
     cmd = [sys.executable, "-m", "torch_diode.collect", "--spec", sp, "--out", a.out]
     if a.deadline_s:
         cmd += ["--deadline-s", str(a.deadline_s)]
+    if a.first:
+        cmd += ["--first", str(a.first)]
     t0 = time.perf_counter()
     rc = subprocess.run(cmd, env=env).returncode
     wall = time.perf_counter() - t0
     shard = wire.decode_shard(open(a.out, "rb").read())
     walls = list(getattr(shard, "problem_wall_s", ()) or ())
+    if not walls and os.path.exists(a.out + ".stats.json"):  # shards written before wire v2
+        walls = [x["wall_s"] for x in json.load(open(a.out + ".stats.json"))["problems"]]
     recs = shard.records
     ok = sum(r.status == "ok" for r in recs)
     final = sum(r.status != "timeout" for r in recs)
@@ -81,7 +86,7 @@ def main() -> int:
         for i in small[:2]:
             p = shard.problems[i]
             iw, fin, ind = run_inductor(wire.to_json(p), tmp, a.inductor_timeout)
-            mine = walls[i]
+            mine = walls[i] if i < len(walls) else float("nan")
             verdict = f"{iw / mine:.1f}x" if fin else f"> {a.inductor_timeout / mine:.1f}x (Inductor not finished)"
             print(f"inductor EXHAUSTIVE {p.op} {p.batch}x{p.m}x{p.n}x{p.k} {p.dtype_a}: "
                   f"{iw:.1f} s{'' if fin else ' (killed)'} vs collector {mine:.1f} s -> speed-up {verdict}")

@@ -11,7 +11,7 @@ from torch_diode import wire
 from torch_diode.collect import plan, records, template
 
 
-def prob(op="mm", m=333, n=4096, k=4096, batch=1, dtype="bfloat16", ta=False, tb=False, bias=None,
+def prob(op="mm", m=336, n=4096, k=4096, batch=1, dtype="bfloat16", ta=False, tb=False, bias=None,
          alpha=1.0, beta=1.0):
     if bias is None:
         bias = "row" if op in ("addmm", "baddbmm") else "none"
@@ -40,8 +40,8 @@ def test_problem_strides_follow_make_inputs_layouts():
 
 
 def test_problems_differing_only_in_sizes_share_a_kernel_class():
-    a = template.kernel_class(prob(m=333, n=4096, k=4096), even_k=True)
-    b = template.kernel_class(prob(m=8, n=1000, k=512), even_k=True)
+    a = template.kernel_class(prob(m=336, n=4096, k=4096), even_k=True)
+    b = template.kernel_class(prob(m=8, n=1024, k=512), even_k=True)
     assert a == b and a.key() == b.key()
     assert template.kernel_class(prob(), even_k=False) != a                  # EVEN_K specialises
     assert template.kernel_class(prob(dtype="float16"), even_k=True) != a     # dtype does
@@ -51,7 +51,7 @@ def test_problems_differing_only_in_sizes_share_a_kernel_class():
 
 def test_reuse_groups_keep_problem_order():
     keys = [template.kernel_class(p, True).key() for p in
-            (prob(m=64), prob("bmm", batch=2), prob(m=128), prob("bmm", batch=8, m=7))]
+            (prob(m=64), prob("bmm", batch=2), prob(m=128), prob("bmm", batch=8, m=8))]
     g = plan.reuse_groups(keys)
     assert sorted(g.values()) == [[0, 2], [1, 3]]
 
@@ -74,12 +74,14 @@ def test_rendered_kernel_is_inductors_template_with_runtime_sizes(p, even_k):
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     args = [a.arg for a in fn.args.args]
     assert args[:3] == ["A", "B", "C"]
-    assert {"M_", "N_", "K_"} <= set(args)                 # sizes are arguments...
+    assert {"M_q", "N_q", "K_q"} <= set(args)              # sizes are arguments...
     dec = ast.unparse(fn.decorator_list[0])
-    for size in ("M_", "N_", "K_"):                        # ...that Triton does not specialise
+    for size in ("M_q", "N_q", "K_q"):                     # ...that Triton does not specialise
         assert repr(size) in dec
-    for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32"):
+    for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32", "SM", "SN", "SK"):
         assert c in args
+    # The template's run-time contiguity branches became compile-time ones.
+    assert "if A_HINT:" in src and "if B_HINT:" in src and "if ((stride_" not in src
     assert "tl.dot(" in src and "tl.store(C +" in src
     if p.op in ("addmm", "baddbmm"):
         assert "BIAS" in args and "acc = acc + bias" in src
@@ -98,7 +100,9 @@ def test_launch_args_match_the_signature():
     grid, args, consts = template.launch_args(kc, p, {"a": "A", "b": "B", "c": "C", "bias": "BIAS"}, cfg, False)
     runtime = [n for n in names if n not in consts]
     assert len(args) == len(runtime)
-    assert args[:4] == ["A", "B", "C", "BIAS"] and args[4:7] == [8, 1000, 520]
+    assert args[:4] == ["A", "B", "C", "BIAS"]
+    assert [a * b for a, b in zip(args[4:7], (consts["SM"], consts["SN"], consts["SK"]))] == [8, 1000, 520]
+    assert consts["A_HINT"] is False and consts["B_HINT"] is True   # M=8 < BLOCK_M=16; B is K-contiguous
     assert grid == (1 * 16, 1, 1)                      # ceil(8/16) * ceil(1000/64)
     assert consts["EVEN_K"] is False and consts["num_warps"] == 4
     # Every divided stride times its constexpr alignment gives the stride back.
@@ -113,6 +117,15 @@ class E:
     default: bool
     params: dict
     name: str
+
+
+def test_hints_evaluate_the_template_condition():
+    big = {"BLOCK_M": 64, "BLOCK_N": 64}
+    assert template.hints(prob(m=128, n=128, k=64), big) == {"A_HINT": True, "B_HINT": True}
+    assert template.hints(prob(m=32, n=128, k=64), big) == {"A_HINT": False, "B_HINT": True}
+    assert template.hints(prob(m=128, n=128, k=1), big) == {"A_HINT": False, "B_HINT": False}
+    assert template.hints(prob("bmm", batch=4, m=128, n=32, k=64, ta=True), big) == {"A_HINT": True,
+                                                                                   "B_HINT": False}
 
 
 def test_order_puts_aten_then_default_then_promise():

@@ -12,7 +12,9 @@ Progress goes to stderr, one line per problem, prefixed "collect:".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
+import json
 import os
 import sys
 import time
@@ -79,8 +81,10 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
     """The v2 loop: problem j+1 is lowered and its compiles queued before problem j is
     timed. The shard is rewritten after every problem (a crash loses one problem)."""
     recs, walls, done, empty = [], {}, 0, 0
+    per_problem: list[dict] = []   # written beside the shard as <out>.stats.json: progress and throughput
 
     def save():
+        write_atomic(args.out + ".stats.json", json.dumps({"engine": "v2", "problems": per_problem}).encode())
         probs, rs = records.compact(list(spec.problems), recs)
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
                                                    spec.producer_key, probs, rs,
@@ -117,6 +121,7 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
             empty += 1
         recs.extend(got)
         walls[i] = walls.get(i, 0.0) + st.wall_s
+        per_problem.append({"index": i, "tf32": tf32, "problem": describe(p), **dataclasses.asdict(st)})
         fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
         lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
         log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} | "

@@ -106,7 +106,9 @@ def _consts(kc, params: dict, allow_tf32: bool) -> dict:
         for i, v in enumerate(pat):
             if v < 0:
                 out[f"S{nm}{i}"] = -v
-    out.update(BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"],
+    sm, sn, sk = kc.sizes
+    out.update(SM=sm, SN=sn, SK=sk, A_HINT=bool(params["A_HINT"]), B_HINT=bool(params["B_HINT"]),
+               BLOCK_M=params["BLOCK_M"], BLOCK_N=params["BLOCK_N"], BLOCK_K=params["BLOCK_K"],
                GROUP_M=params.get("GROUP_M", 8), EVEN_K=kc.even_k, ALLOW_TF32=bool(allow_tf32),
                num_warps=params["num_warps"], num_stages=params["num_stages"])
     return out
@@ -152,6 +154,7 @@ class Engine:
                 else:
                     e.kc = template.kernel_class(p, bool(o.params.get("EVEN_K", p.k % o.params["BLOCK_K"] == 0)),
                                                  sp.lowered_as)
+                    o.params.update(template.hints(p, o.params))
                     key = (e.kc, tuple(sorted(_consts(e.kc, o.params, allow).items())))
                     fut = self.submitted.get(key)
                     if fut is None:

@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -74,6 +75,7 @@ class KernelClass:
     alpha_one: bool
     beta_one: bool
     index_int64: bool
+    sizes: tuple[int, ...] = (1, 1, 1)   # alignment of M, N, K (stride_align): mask constancy
 
     def key(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -125,7 +127,8 @@ def kernel_class(p, even_k: bool, lowered_op: str | None = None) -> KernelClass:
         a=Operand(st["a"]).pattern(size), b=Operand(st["b"]).pattern(size), c=Operand(st["c"]).pattern(size),
         bias=Operand(st["bias"]).pattern(size) if with_bias else (),
         alpha_one=p.alpha == 1.0 or not with_bias, beta_one=p.beta == 1.0 or not with_bias,
-        index_int64=numel > INT32_MAX)
+        index_int64=numel > INT32_MAX,
+        sizes=tuple(stride_align(v, size) for v in (p.m, p.n, p.k)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +147,7 @@ class _Hooks:
 
     def def_kernel(self, *names: str) -> str:
         kc = self.kc
-        args = ["A", "B", "C"] + (["BIAS"] if kc.bias else []) + ["M_", "N_", "K_"]
+        args = ["A", "B", "C"] + (["BIAS"] if kc.bias else []) + ["M_q", "N_q", "K_q"]
         if kc.batched:
             args.append("BATCH_")
         for nm, pat in (("A", kc.a), ("B", kc.b), ("C", kc.c), ("BIAS", kc.bias)):
@@ -158,7 +161,8 @@ class _Hooks:
         self.params = list(args)
         runtime = [a for a in args if a not in ("A", "B", "C", "BIAS")]
         # EVEN_K is a Jinja switch in triton_mm but a Triton constexpr in triton_bmm: pass both.
-        consts = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32"]
+        consts = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32", "A_HINT", "B_HINT",
+                  "SM", "SN", "SK"]
         for nm, pat in (("A", kc.a), ("B", kc.b), ("C", kc.c), ("BIAS", kc.bias)):
             for i, v in enumerate(pat):
                 if v < 0:
@@ -178,7 +182,10 @@ class _Hooks:
         if self.kc.batched and i == 0:
             return "BATCH_"
         i -= 1 if self.kc.batched else 0
-        return {("A", 0): "M_", ("A", 1): "K_", ("B", 0): "K_", ("B", 1): "N_"}[(name, i)]
+        # q * alignment: Triton's axis analysis then knows what Inductor's constants told it
+        # (masks such as `offs_k < K - k0` constant over a whole vector, so loads stay wide).
+        return {("A", 0): "(M_q * SM)", ("A", 1): "(K_q * SK)", ("B", 0): "(K_q * SK)",
+                ("B", 1): "(N_q * SN)"}[(name, i)]
 
     def _stride_expr(self, name: str, i: int) -> str:
         pat = {"A": self.kc.a, "B": self.kc.b, "C": self.kc.c, "BIAS": self.kc.bias}[name]
@@ -221,6 +228,28 @@ class _Hooks:
         return ("\n" + pad).join(lines)
 
 
+# Inductor's templates choose the A/B row offsets with
+#   if ((stride_am == 1 and stride_ak == M) or (stride_am == K and stride_ak == 1)) and (M >= BLOCK_M and K > 1):
+# a condition its constants decide at compile time. With runtime sizes it would become a
+# run-time branch and the contiguity facts of the fast side would be lost at the join, so
+# the condition is replaced by a constexpr (A_HINT / B_HINT) that hints() evaluates exactly
+# as the template's expression would with Inductor's constants.
+_HINT_LINE = re.compile(r"^(\s*)if \(\(stride_(a|b)\w+ == 1 and stride_\w+ == \w\) or \(stride_\w+ == \w and "
+                        r"stride_\w+ == 1\)\) and \(\w >= BLOCK_\w and K > 1\):\s*$", re.M)
+
+
+def hints(p, params: dict) -> dict:
+    """A_HINT, B_HINT: the template's contiguity conditions, with the problem's values."""
+    st = problem_strides(p)
+    off = 1 if p.op in ("bmm", "baddbmm") else 0
+    sam, sak = st["a"][off], st["a"][off + 1]
+    sbk, sbn = st["b"][off], st["b"][off + 1]
+    m, n, k = p.m, p.n, p.k
+    a = ((sam == 1 and sak == m) or (sam == k and sak == 1)) and (m >= params["BLOCK_M"] and k > 1)
+    b = ((sbk == 1 and sbn == k) or (sbk == n and sbn == 1)) and (n >= params["BLOCK_N"] and k > 1)
+    return {"A_HINT": bool(a), "B_HINT": bool(b)}
+
+
 def render(kc: KernelClass) -> str:
     """Python source of one module holding `kernel`, rendered from Inductor's template."""
     import jinja2
@@ -230,6 +259,7 @@ def render(kc: KernelClass) -> str:
     body = env.from_string(source).render(
         def_kernel=hooks.def_kernel, size=hooks.size, stride=hooks.stride, load_input=hooks.load_input,
         store_output=hooks.store_output, EVEN_K=kc.even_k, USE_FAST_ACCUM=False)
+    body = _HINT_LINE.sub(lambda m: f"{m.group(1)}if {m.group(2).upper()}_HINT:", body)
     header = ("# Rendered by torch_diode.collect.template from Inductor's GEMM template;\n"
               f"# kernel class: {kc!r}\n"
               "import triton\nimport triton.language as tl\n\n")
@@ -276,8 +306,9 @@ def launch_args(kc: KernelClass, p, tensors: dict, cfg: dict, allow_tf32: bool):
     size = _DTYPE_SIZE[p.dtype_a]
     st = problem_strides(p)
     args = [tensors["a"], tensors["b"], tensors["c"]] + ([tensors["bias"]] if kc.bias else [])
-    args += [p.m, p.n, p.k] + ([p.batch] if kc.batched else [])
-    consts = {}
+    sm, sn, sk = kc.sizes
+    args += [p.m // sm, p.n // sn, p.k // sk] + ([p.batch] if kc.batched else [])
+    consts = {"SM": sm, "SN": sn, "SK": sk, **hints(p, cfg)}
     for nm, pat, strides in (("A", kc.a, st["a"]), ("B", kc.b, st["b"]), ("C", kc.c, st["c"]),
                              ("BIAS", kc.bias, st["bias"])):
         for i, v in enumerate(pat):
