@@ -33,7 +33,16 @@ void print_shard_summary(const Shard& s) {
             << "sweep     " << (s.sweep_id.empty() ? "-" : s.sweep_id) << "\n"
             << "hardware  " << hardware_key(s.hardware) << " (" << s.hardware.device_name << ")\n"
             << "producer  " << s.producer.name << " via " << s.producer.runner << "\n"
-            << "problems  " << s.problems.size() << "\n"
+            << "wire      version " << s.wire_version << "\n"
+            << "method    " << (s.method.timing.empty() ? "unrecorded" : s.method.timing) << " by "
+            << (s.method.collector.empty() ? "unrecorded" : s.method.collector) << "\n"
+            << "problems  " << s.problems.size();
+  if (!s.problem_wall_s.empty()) {
+    double total = 0;
+    for (double w : s.problem_wall_s) total += w;
+    std::cout << "  wall " << total << " s in all";
+  }
+  std::cout << "\n"
             << "records   " << s.records.size();
   for (const auto& [status, n] : by_status) std::cout << "  " << status << "=" << n;
   std::cout << "\nsha256    " << to_hex(s.sha256) << " (verified)\n";
@@ -84,6 +93,9 @@ void register_wire_commands(CLI::App& app) {
     put("record", wire::encode(record_from_json(cases.at("record"))));
     Shard golden_shard = shard_from_json(cases.at("shard"));
     put("shard", wire::encode(golden_shard));
+    // The same shard in wire version 1 (no method, no wall times): the
+    // compatibility case both languages must still decode and re-encode.
+    put("shard_v1", wire::encode(shard_from_json(cases.at("shard_v1"))));
 
     // Feature golden vectors: every problem of the shard case with every config
     // of the cases, raw (unnormalised) under the default spec.

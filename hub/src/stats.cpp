@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -28,6 +29,32 @@ struct Coverage {
   }
 };
 
+// One timing method (Shard::method.timing) of the dataset: how much data it
+// produced and the wall time the collector spent per problem.
+struct MethodStats {
+  uint64_t shards = 0, records = 0;
+  std::map<std::string, uint64_t> collectors;  // shards per collector
+  std::vector<double> wall_s;                   // one per problem with a recorded wall time
+  nlohmann::json to_json() {
+    std::sort(wall_s.begin(), wall_s.end());
+    double total = 0;
+    for (double w : wall_s) total += w;
+    const size_t n = wall_s.size();
+    const double median = n == 0 ? 0.0 : n % 2 ? wall_s[n / 2] : (wall_s[n / 2 - 1] + wall_s[n / 2]) / 2;
+    return {{"shards", shards},
+            {"records", records},
+            {"collectors", collectors},
+            {"problems_with_wall_time", n},
+            {"wall_s_total", total},
+            {"wall_s_median_per_problem", median}};
+  }
+};
+
+// How an empty method or collector (every shard of wire version 1) is shown.
+constexpr const char* kUnrecorded = "unrecorded";
+
+std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded : s; }
+
 }  // namespace
 
 nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources) {
@@ -40,6 +67,7 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     uint64_t shards = 0, records = 0;
   };
   std::map<std::string, Contributor> contributors;
+  std::map<std::string, MethodStats> methods;
   uint64_t records = 0, community_shards = 0;
   for (size_t si = 0; si < d.shards.size(); ++si) {
     const auto& s = d.shards[si];
@@ -51,6 +79,11 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     if (!source.empty()) c.sources.insert(source);
     c.shards++;
     c.records += s.records.size();
+    auto& ms = methods[or_unrecorded(s.method.timing)];
+    ms.shards++;
+    ms.records += s.records.size();
+    ms.collectors[or_unrecorded(s.method.collector)]++;
+    ms.wall_s.insert(ms.wall_s.end(), s.problem_wall_s.begin(), s.problem_wall_s.end());
     for (const auto& r : s.records) {
       records++;
       by_status[to_string(r.status)]++;
@@ -80,6 +113,8 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
                        {"sources", std::vector<std::string>(c.sources.begin(), c.sources.end())},
                        {"shards", c.shards},
                        {"records", c.records}});
+  nlohmann::json timing_methods = nlohmann::json::object();
+  for (auto& [name, ms] : methods) timing_methods[name] = ms.to_json();
   return {{"hardware_key", d.hardware_key},
           {"shards", d.shards.size()},
           {"community_shards", community_shards},
@@ -91,7 +126,8 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
           {"ops", ops},
           {"dtypes", dtypes},
           {"templates", templates},
-          {"contributors", contrib}};
+          {"contributors", contrib},
+          {"timing_methods", timing_methods}};
 }
 
 std::string render_stats(const nlohmann::json& j) {
@@ -119,6 +155,22 @@ std::string render_stats(const nlohmann::json& j) {
   for (const auto& c : j["contributors"])
     o << "  " << c["name"].get<std::string>() << " (" << c["runner"].get<std::string>() << ") shards=" << c["shards"]
       << " records=" << c["records"] << "\n";
+  if (j.contains("timing_methods")) {  // absent from the stats of an older hub
+    o << "timing methods\n";
+    for (const auto& [name, m] : j["timing_methods"].items()) {
+      o << "  " << name << ": shards=" << m["shards"] << " records=" << m["records"]
+        << " problems with wall time=" << m["problems_with_wall_time"];
+      if (m["problems_with_wall_time"].get<uint64_t>() > 0) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), " wall %.3f s total, median %.3f s per problem",
+                      m["wall_s_total"].get<double>(), m["wall_s_median_per_problem"].get<double>());
+        o << buf;
+      }
+      o << "\n    collectors:";
+      for (const auto& [c, n] : m["collectors"].items()) o << " " << c << " (" << n << " shards)";
+      o << "\n";
+    }
+  }
   if (j.contains("contributions")) {
     o << "community contributions (signed)\n";
     for (const auto& c : j["contributions"])

@@ -145,10 +145,14 @@ TEST_F(IngestTest, BadShardsGetErrInvalidShard) {
            }),
            "invalid_shard");
   // Unknown version.
-  std::string v2 = good;
-  v2[7] = 2;  // [0x94, 0xa5 "diode" (6 bytes), version] -> version 2
-  ASSERT_EQ(good[7], 1);
-  EXPECT_NE(push_err(v2, "invalid_shard").find("version"), std::string::npos);
+  std::string v3 = good;
+  v3[7] = 3;  // [0x94, 0xa5 "diode" (6 bytes), version] -> version 3
+  ASSERT_EQ(good[7], 2);
+  EXPECT_NE(push_err(v3, "invalid_shard").find("version"), std::string::npos);
+  // A version 2 shard body in a version 1 envelope.
+  std::string v1 = good;
+  v1[7] = 1;
+  EXPECT_NE(push_err(v1, "invalid_shard").find("a wire version 1 shard"), std::string::npos);
   // Wrong types: the body as a string, the kind as an int.
   push_err(packed([](auto& pk) {
              pk.pack_array(4);
@@ -182,6 +186,23 @@ TEST_F(IngestTest, BadShardsGetErrInvalidShard) {
   EXPECT_EQ(store_->totals().shards, 0u);
   // And a good one still goes in.
   EXPECT_EQ(roundtrip({"DIODE-INGEST/1", "PUSH", "ok", good}).at(1), "ACK");
+}
+
+TEST_F(IngestTest, Version1ShardStillStoredAsSent) {
+  // Agents that still run a version 1 build keep pushing; the hub stores the
+  // bytes as sent and they keep verifying with their version 1 hash.
+  Shard old = tk::make_shard("old-agent", 20, 7);
+  old.wire_version = 1;
+  wire::seal(old);
+  const std::string bytes = wire::encode(old);
+  ASSERT_EQ(bytes[7], 1);
+  EXPECT_EQ(roundtrip({"DIODE-INGEST/1", "PUSH", "v1", bytes}).at(1), "ACK");
+  auto row = store_->shard("old-agent");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(store_->read_bytes(*row), bytes);
+  const Shard back = wire::decode_shard(store_->read_bytes(*row));
+  EXPECT_EQ(back.wire_version, 1u);
+  EXPECT_EQ(back.sha256, old.sha256);
 }
 
 TEST_F(IngestTest, OversizedFrameGetsTooLarge) {

@@ -123,4 +123,58 @@ TEST(Stats, SummarisesCoverage) {
   EXPECT_EQ(j["ops"]["mm"], d.problem_count());
   EXPECT_EQ(j["contributors"].size(), 1u);
   EXPECT_FALSE(render_stats(j).empty());
+  // No shard recorded its method: all of them are "unrecorded".
+  ASSERT_EQ(j["timing_methods"].size(), 1u);
+  EXPECT_EQ(j["timing_methods"]["unrecorded"]["shards"], 2);
+  EXPECT_EQ(j["timing_methods"]["unrecorded"]["records"], 150);
+  EXPECT_EQ(j["timing_methods"]["unrecorded"]["problems_with_wall_time"], 0);
+}
+
+TEST(Stats, PerTimingMethodWallTime) {
+  Dataset d;
+  d.hardware_key = hardware_key(tk::test_hardware());
+  // Two shards of one method (3 + 2 problems, wall times 1, 2, 6 and 3, 4 s),
+  // one of another method without wall times, one of wire version 1.
+  Shard a = tk::make_shard("a", 30, 1, 10), b = tk::make_shard("b", 20, 2, 10);
+  Shard c = tk::make_shard("c", 10, 3, 10), old = tk::make_shard("old", 5, 4, 10);
+  ASSERT_EQ(a.problems.size(), 3u);
+  ASSERT_EQ(b.problems.size(), 2u);
+  a.method = b.method = {"cuda-events+spin+cold-l2", "torch_diode.collect 2.0.0"};
+  b.method.collector = "torch_diode.collect 2.1.0";
+  a.problem_wall_s = {1.0, 2.0, 6.0};
+  b.problem_wall_s = {3.0, 4.0};
+  c.method = {"cuda-graph-replay", ""};
+  old.wire_version = 1;
+  for (Shard* s : {&a, &b, &c, &old}) wire::seal(*s);
+  d.shards = {a, b, c, old};
+  auto j = dataset_stats(d);
+  const auto& m = j["timing_methods"];
+  ASSERT_EQ(m.size(), 3u);
+  const auto& ev = m["cuda-events+spin+cold-l2"];
+  EXPECT_EQ(ev["shards"], 2);
+  EXPECT_EQ(ev["records"], 50);
+  EXPECT_EQ(ev["problems_with_wall_time"], 5);
+  EXPECT_DOUBLE_EQ(ev["wall_s_total"].get<double>(), 16.0);
+  EXPECT_DOUBLE_EQ(ev["wall_s_median_per_problem"].get<double>(), 3.0);
+  EXPECT_EQ(ev["collectors"]["torch_diode.collect 2.0.0"], 1);
+  EXPECT_EQ(ev["collectors"]["torch_diode.collect 2.1.0"], 1);
+  const auto& graph = m["cuda-graph-replay"];
+  EXPECT_EQ(graph["shards"], 1);
+  EXPECT_EQ(graph["records"], 10);
+  EXPECT_EQ(graph["problems_with_wall_time"], 0);
+  EXPECT_EQ(graph["collectors"]["unrecorded"], 1);
+  EXPECT_EQ(m["unrecorded"]["shards"], 1);
+  EXPECT_EQ(m["unrecorded"]["records"], 5);
+  // An even count takes the mean of the middle two.
+  d.shards = {b};
+  EXPECT_DOUBLE_EQ(dataset_stats(d)["timing_methods"]["cuda-events+spin+cold-l2"]["wall_s_median_per_problem"].get<double>(),
+                   3.5);
+  const std::string text = render_stats(j);
+  EXPECT_NE(text.find("timing methods\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  cuda-events+spin+cold-l2: shards=2 records=50 problems with wall time=5 wall 16.000 s total, "
+                      "median 3.000 s per problem\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  unrecorded: shards=1 records=5 problems with wall time=0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("torch_diode.collect 2.1.0 (1 shards)"), std::string::npos) << text;
 }

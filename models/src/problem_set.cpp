@@ -22,7 +22,7 @@ bool ProblemGroup::has_triton_ok() const {
 }
 
 uint64_t problem_hash(const Problem& p) {
-  const Sha256Digest d = sha256(wire::encode(p));
+  const Sha256Digest d = sha256(wire::problem_identity(p));
   uint64_t h = 0;
   for (int i = 0; i < 8; ++i) h = (h << 8) | d[size_t(i)];
   return h;

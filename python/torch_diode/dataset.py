@@ -57,8 +57,9 @@ def decode_dataset(data: bytes) -> Dataset:
         raise wire.WireError(f"dataset: malformed msgpack ({e})") from None
     if not (isinstance(top, list) and len(top) == 4 and top[0] == "diode" and top[2] == "dataset"):
         raise wire.WireError("message: not a diode dataset message")
-    if top[1] != wire.VERSION:
-        raise wire.WireError(f"message.version: unsupported wire version {top[1]}")
+    version = top[1]
+    if isinstance(version, bool) or not isinstance(version, int) or not wire.MIN_VERSION <= version <= wire.VERSION:
+        raise wire.WireError(f"message.version: unsupported wire version {version}")
     body = top[3]
     if not (isinstance(body, list) and len(body) == 2 and isinstance(body[0], str) and isinstance(body[1], list)):
         raise wire.WireError("dataset: expected [hardware_key, [shards]]")

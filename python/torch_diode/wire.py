@@ -1,4 +1,9 @@
-"""The diode wire format, version 1 (docs/wire-format.md), in Python.
+"""The diode wire format, version 2 (docs/wire-format.md), in Python.
+
+Encoders write version 2; decoders read versions 1 and 2 (they differ only in
+the shard body: version 2 adds `method` and `problem_wall_s`). A decoded
+shard keeps its version in `Shard.wire_version`, so re-encoding a version 1
+shard reproduces its bytes and its hash.
 
 Encoding is canonical and byte-identical to the C++ encoder in
 shared/src/wire.cpp; tests/python/test_wire_golden.py checks that against the
@@ -15,7 +20,9 @@ from typing import Any, Callable
 
 import msgpack
 
-VERSION = 1
+VERSION = 2  # written by the encoders
+MIN_VERSION = 1  # the oldest version the decoders read
+INT64_MAX = (1 << 63) - 1
 MAX_MESSAGE_BYTES = 256 << 20
 MAX_STRING = 256
 MAX_PROBLEMS = 65536
@@ -117,6 +124,13 @@ class ShardRecord:
     flags: int = 0
 
 
+@dataclass(frozen=True)
+class CollectionMethod:
+    """How a shard's timings were taken (wire version 2); empty in version 1 shards."""
+    timing: str = ""  # e.g. "cuda-events+spin+cold-l2"
+    collector: str = ""  # e.g. "torch_diode.collect 2.0.0"
+
+
 @dataclass
 class Shard:
     id: str
@@ -127,6 +141,14 @@ class Shard:
     problems: list[Problem] = field(default_factory=list)
     records: list[ShardRecord] = field(default_factory=list)
     sha256: bytes = b""
+    method: CollectionMethod = field(default_factory=CollectionMethod)  # wire version 2 only
+    # Wire version 2 only: empty, or the collector's wall seconds for each problem.
+    problem_wall_s: tuple[float, ...] = ()
+    # The version the shard is encoded and hashed in; decoding keeps the sender's.
+    wire_version: int = VERSION
+
+    def __post_init__(self) -> None:
+        self.problem_wall_s = tuple(float(w) for w in self.problem_wall_s)  # a list compares unequal
 
     def expanded_records(self) -> list[TimingRecord]:
         return [TimingRecord(self.problems[r.problem_index], r.config, r.median_us, r.spread_us,
@@ -162,10 +184,20 @@ def _producer(p: Producer) -> list:
 
 
 def _shard_content(s: Shard) -> list:
-    return [s.id, s.sweep_id, _hw(s.hardware), _producer(s.producer), int(s.created_ms),
-            [_problem(p) for p in s.problems],
-            [[r.problem_index, _config(r.config), *_timing(r.median_us, r.spread_us, r.repeats,
-                                                         r.status, r.flags)] for r in s.records]]
+    """The fields the content hash covers: 0..6 in wire version 1, 0..8 in version 2."""
+    content = [s.id, s.sweep_id, _hw(s.hardware), _producer(s.producer), int(s.created_ms),
+               [_problem(p) for p in s.problems],
+               [[r.problem_index, _config(r.config), *_timing(r.median_us, r.spread_us, r.repeats,
+                                                            r.status, r.flags)] for r in s.records]]
+    if s.wire_version == 1:
+        if s.method.timing or s.method.collector:
+            _fail("shard.method", "cannot be written in wire version 1 (set wire_version to 2)")
+        if s.problem_wall_s:
+            _fail("shard.problem_wall_s", "cannot be written in wire version 1 (set wire_version to 2)")
+        return content
+    if s.wire_version != 2:
+        _fail("shard.wire_version", f"unsupported wire version {s.wire_version}")
+    return content + [[s.method.timing, s.method.collector], [float(w) for w in s.problem_wall_s]]
 
 
 def _pack(obj: Any) -> bytes:
@@ -174,8 +206,8 @@ def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True, use_single_float=False)
 
 
-def _envelope(kind: str, body: list) -> bytes:
-    return _pack(["diode", VERSION, kind, body])
+def _envelope(kind: str, body: list, version: int = VERSION) -> bytes:
+    return _pack(["diode", version, kind, body])
 
 
 def content_hash(s: Shard) -> bytes:
@@ -199,7 +231,7 @@ def encode(value: HardwareId | Problem | KernelConfig | TimingRecord | Shard) ->
                                     *_timing(value.median_us, value.spread_us, value.repeats,
                                              value.status, value.flags)])
     if isinstance(value, Shard):
-        return _envelope("shard", _shard_content(value) + [bytes(value.sha256)])
+        return _envelope("shard", _shard_content(value) + [bytes(value.sha256)], value.wire_version)
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
@@ -209,7 +241,14 @@ def _fail(path: str, what: str) -> None:
     raise WireError(f"{path}: {what}")
 
 
+class _Pairs(list):
+    """A msgpack map as its (key, value) pairs in wire order, so that duplicate
+    keys stay visible to the checks (a dict would silently keep the last)."""
+
+
 def _type_name(v: Any) -> str:
+    if isinstance(v, _Pairs):
+        return "map"
     if v is None:
         return "nil"
     if isinstance(v, bool):
@@ -305,24 +344,29 @@ def _read_problem(v: Any, path: str) -> Problem:
 def _read_config(v: Any, path: str) -> KernelConfig:
     f = _array(v, 12, path)
     extra = f[11]
-    if not isinstance(extra, dict):
+    if not isinstance(extra, _Pairs):
         _fail(f"{path}.extra", f"expected map, got {_type_name(extra)}")
     if len(extra) > MAX_EXTRA:
         _fail(f"{path}.extra", f"more than {MAX_EXTRA} entries")
-    keys = list(extra.keys())
-    for i, key in enumerate(keys):
+    # The C++ decoder's checks, in its order: key, value, duplicate, order.
+    seen: set[str] = set()
+    for i, (key, val) in enumerate(extra):
         _str(key, f"{path}.extra[{i}]", 64)
-        val = extra[key]
         if isinstance(val, bool) or not isinstance(val, int):
             _fail(f"{path}.extra[{i}]", f"expected int value, got {_type_name(val)}")
-        if i and not keys[i - 1].encode() < key.encode():
+        if val > INT64_MAX:
+            _fail(f"{path}.extra[{i}]", "value out of int64 range")
+        if key in seen:
+            _fail(f"{path}.extra[{i}]", f"duplicate key '{key}'")
+        if i and not extra[i - 1][0].encode() < key.encode():
             _fail(f"{path}.extra[{i}]", "keys not in sorted order")
+        seen.add(key)
     c = KernelConfig(_str(f[0], f"{path}.template"), _uint(f[1], f"{path}.block_m", 0, 1024),
                      _uint(f[2], f"{path}.block_n", 0, 1024), _uint(f[3], f"{path}.block_k", 0, 1024),
                      _uint(f[4], f"{path}.group_m", 0, 256), _uint(f[5], f"{path}.num_stages", 0, 16),
                      _uint(f[6], f"{path}.num_warps", 0, 64), _bool(f[7], f"{path}.even_k"),
                      _bool(f[8], f"{path}.allow_tf32"), _bool(f[9], f"{path}.use_fast_accum"),
-                     _str(f[10], f"{path}.acc_type"), tuple(extra.items()))
+                     _str(f[10], f"{path}.acc_type"), tuple(extra))
     if not c.template:
         _fail(f"{path}.template", "empty")
     if c.is_triton and (not c.block_m or not c.block_n or not c.block_k or not c.num_warps):
@@ -351,8 +395,13 @@ def _read_timing(f: list, path: str) -> tuple:
     return median, spread, repeats, status, flags
 
 
-def _read_shard(v: Any, path: str) -> Shard:
-    f = _array(v, 8, path)
+def _read_shard(v: Any, path: str, version: int = VERSION) -> Shard:
+    n = 8 if version == 1 else 10
+    if not isinstance(v, list):
+        _fail(path, f"expected array, got {_type_name(v)}")
+    if len(v) != n:
+        _fail(path, f"expected array of {n} (a wire version {version} shard), got {len(v)}")
+    f = v
     sid = _str(f[0], f"{path}.id", 128)
     if not _SHARD_ID.match(sid):
         _fail(f"{path}.id", "shard id must match [A-Za-z0-9._:/-]{1,128}")
@@ -380,27 +429,42 @@ def _read_shard(v: Any, path: str) -> Shard:
         if idx >= len(problems):
             _fail(f"{rp}.problem_index", f"index {idx} but only {len(problems)} problems")
         records.append(ShardRecord(idx, _read_config(rf[1], f"{rp}.config"), *_read_timing(rf[2:], rp)))
-    digest = f[7]
+    method, wall = CollectionMethod(), ()
+    if version != 1:
+        mf = _array(f[7], 2, f"{path}.method")
+        method = CollectionMethod(_str(mf[0], f"{path}.method.timing"),
+                                  _str(mf[1], f"{path}.method.collector"))
+        wall_raw = f[8]
+        if not isinstance(wall_raw, list):
+            _fail(f"{path}.problem_wall_s", f"expected array, got {_type_name(wall_raw)}")
+        if wall_raw and len(wall_raw) != len(problems):
+            _fail(f"{path}.problem_wall_s",
+                  f"expected 0 or {len(problems)} values (one per problem), got {len(wall_raw)}")
+        for i, w in enumerate(wall_raw):
+            if _float(w, f"{path}.problem_wall_s[{i}]") < 0:
+                _fail(f"{path}.problem_wall_s[{i}]", "negative wall time")
+        wall = tuple(wall_raw)
+    digest = f[-1]
     if not isinstance(digest, bytes):
         _fail(f"{path}.sha256", f"expected bin, got {_type_name(digest)}")
     if len(digest) != 32:
         _fail(f"{path}.sha256", "expected 32 bytes")
     s = Shard(sid, _str(f[1], f"{path}.sweep_id", 128), _read_hw(f[2], f"{path}.hardware"),
               producer, _uint(f[4], f"{path}.created_ms", 0, (1 << 64) - 1), problems, records,
-              digest)
+              digest, method, wall, version)
     if content_hash(s) != digest:
         _fail(f"{path}.sha256", "content hash does not match (corrupted or tampered shard)")
     return s
 
 
-def _open(data: bytes) -> tuple[str, Any]:
+def _open(data: bytes) -> tuple[int, str, Any]:
     if not data:
         _fail("message", "empty input")
     if len(data) > MAX_MESSAGE_BYTES:
         _fail("message", f"larger than {MAX_MESSAGE_BYTES} bytes")
     try:
         top = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
-                              max_str_len=MAX_STRING, max_bin_len=64,
+                              object_pairs_hook=_Pairs, max_str_len=MAX_STRING, max_bin_len=64,
                               max_array_len=MAX_RECORDS + 16, max_map_len=64, max_ext_len=0)
     except msgpack.ExtraData as e:
         _fail("message", f"{len(e.extra)} trailing bytes")
@@ -410,9 +474,10 @@ def _open(data: bytes) -> tuple[str, Any]:
     if _str(f[0], "message.magic", 16) != "diode":
         _fail("message", "not a diode message (bad magic)")
     version = _uint(f[1], "message.version", 0, (1 << 64) - 1)
-    if version != VERSION:
-        _fail("message.version", f"unsupported wire version {version} (this build reads version {VERSION})")
-    return _str(f[2], "message.kind", 32), f[3]
+    if not MIN_VERSION <= version <= VERSION:
+        _fail("message.version", f"unsupported wire version {version} "
+                                 f"(this build reads versions {MIN_VERSION} to {VERSION})")
+    return version, _str(f[2], "message.kind", 32), f[3]
 
 
 _READERS: dict[str, Callable[[Any, str], Any]] = {
@@ -427,11 +492,13 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
 
 def decode(data: bytes, expect: str | None = None) -> Any:
     """Decode one message; `expect` names the kind required ("shard", ...)."""
-    kind, body = _open(data)
+    version, kind, body = _open(data)
     if expect is not None and kind != expect:
         _fail("message", f"expected kind '{expect}', got '{kind}'")
     if kind not in _READERS:
         _fail("message.kind", f"unknown kind '{kind}'")
+    if kind == "shard":  # the only body whose layout depends on the version
+        return _read_shard(body, kind, version)
     return _READERS[kind](body, kind)
 
 
@@ -455,6 +522,15 @@ def to_json(value: Any) -> Any:
         return {"median_us": value.median_us, "spread_us": value.spread_us, "repeats": value.repeats,
                 "status": value.status, "flags": value.flags,
                 "problem": to_json(value.problem), "config": to_json(value.config)}
+    if isinstance(value, Shard):  # as the C++ to_json(Shard) writes it
+        return {"wire_version": value.wire_version, "id": value.id, "sweep_id": value.sweep_id,
+                "hardware": to_json(value.hardware), "producer": to_json(value.producer),
+                "created_ms": value.created_ms, "problems": [to_json(p) for p in value.problems],
+                "records": [{"problem_index": r.problem_index, "config": to_json(r.config),
+                             "median_us": r.median_us, "spread_us": r.spread_us, "repeats": r.repeats,
+                             "status": r.status, "flags": r.flags} for r in value.records],
+                "method": {"timing": value.method.timing, "collector": value.method.collector},
+                "problem_wall_s": list(value.problem_wall_s), "sha256": bytes(value.sha256).hex()}
     raise TypeError(type(value).__name__)
 
 
@@ -478,14 +554,33 @@ def record_from_json(d: dict) -> TimingRecord:
 
 
 def shard_from_json(d: dict) -> Shard:
+    """As C++ shard_from_json: wire_version, method and problem_wall_s are optional
+    (a version 2 shard without method or wall times); sha256, if present, is checked."""
+    version = d.get("wire_version", VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or not MIN_VERSION <= version <= VERSION:
+        _fail("shard.wire_version", f"unsupported wire version {version}")
+    m = d.get("method", {"timing": "", "collector": ""})
+    if set(m) != {"timing", "collector"}:
+        _fail("shard.method", "expected an object with exactly timing and collector")
+    problems = [problem_from_json(p) for p in d["problems"]]
+    wall = tuple(float(w) for w in d.get("problem_wall_s", ()))
+    if wall and len(wall) != len(problems):
+        _fail("shard.problem_wall_s", f"expected 0 or {len(problems)} values (one per problem), got {len(wall)}")
+    for i, w in enumerate(wall):
+        if not math.isfinite(w) or w < 0:
+            _fail(f"shard.problem_wall_s[{i}]", "must be finite and >= 0")
     s = Shard(d["id"], d["sweep_id"], hardware_from_json(d["hardware"]), Producer(**d["producer"]),
-              d["created_ms"], [problem_from_json(p) for p in d["problems"]],
+              d["created_ms"], problems,
               [ShardRecord(r["problem_index"], config_from_json(r["config"]), float(r["median_us"]),
                            float(r["spread_us"]), r["repeats"], r["status"], r["flags"])
-               for r in d["records"]])
-    return seal(s)
+               for r in d["records"]],
+              method=CollectionMethod(m["timing"], m["collector"]), problem_wall_s=wall, wire_version=version)
+    seal(s)  # raises if a version 1 shard has a method or wall times
+    if "sha256" in d and d["sha256"] != s.sha256.hex():
+        _fail("shard.sha256", "does not match the content")
+    return s
 
 
 __all__ = ["WireError", "HardwareId", "Problem", "KernelConfig", "TimingRecord", "Producer",
-           "ShardRecord", "Shard", "encode", "decode", "decode_shard", "seal", "content_hash",
+           "ShardRecord", "CollectionMethod", "Shard", "encode", "decode", "decode_shard", "seal", "content_hash",
            "replace"]

@@ -69,8 +69,10 @@ Dataset decode_dataset(std::string_view bytes) {
   const auto* f = arr(top, 4, "message");
   if (f[0].type != msgpack::type::STR || std::string_view(f[0].via.str.ptr, f[0].via.str.size) != "diode")
     throw WireError("message: not a diode message (bad magic)");
-  if (f[1].type != msgpack::type::POSITIVE_INTEGER || f[1].via.u64 != kVersion)
-    throw WireError("message.version: unsupported wire version");
+  if (f[1].type != msgpack::type::POSITIVE_INTEGER)
+    throw WireError("message.version: expected uint");
+  if (f[1].via.u64 < kMinVersion || f[1].via.u64 > kVersion)
+    throw WireError("message.version: unsupported wire version " + std::to_string(f[1].via.u64));
   if (f[2].type != msgpack::type::STR || std::string_view(f[2].via.str.ptr, f[2].via.str.size) != "dataset")
     throw WireError("message: expected kind 'dataset'");
   const auto* body = arr(f[3], 2, "dataset");

@@ -1,5 +1,6 @@
 #include "diode/json.h"
 
+#include <cmath>
 #include <set>
 
 #include "diode/error.h"
@@ -110,9 +111,11 @@ json to_json(const Shard& s) {
     j["config"] = to_json(r.config);
     records.push_back(std::move(j));
   }
-  return {{"id", s.id}, {"sweep_id", s.sweep_id}, {"hardware", to_json(s.hardware)},
-          {"producer", to_json(s.producer)}, {"created_ms", s.created_ms},
-          {"problems", problems}, {"records", records}, {"sha256", to_hex(s.sha256)}};
+  return {{"wire_version", s.wire_version}, {"id", s.id}, {"sweep_id", s.sweep_id},
+          {"hardware", to_json(s.hardware)}, {"producer", to_json(s.producer)}, {"created_ms", s.created_ms},
+          {"problems", problems}, {"records", records},
+          {"method", {{"timing", s.method.timing}, {"collector", s.method.collector}}},
+          {"problem_wall_s", s.problem_wall_s}, {"sha256", to_hex(s.sha256)}};
 }
 
 static HardwareId hardware_at(const json& j, const std::string& path) {
@@ -221,6 +224,27 @@ TimingRecord record_from_json(const json& j) {
 Shard shard_from_json(const json& j) {
   Obj o(j, "shard");
   Shard s;
+  // wire_version, method and problem_wall_s are optional: a shard without
+  // them is a version 2 shard with no method and no wall times.
+  if (o.has("wire_version")) {
+    s.wire_version = o.uint("wire_version");
+    if (s.wire_version < wire::kMinVersion || s.wire_version > wire::kVersion)
+      throw WireError("shard.wire_version: unsupported wire version " + std::to_string(s.wire_version));
+  }
+  if (o.has("method")) {
+    Obj m(o.at("method"), "shard.method");
+    s.method.timing = m.str("timing");
+    s.method.collector = m.str("collector");
+    m.done();
+  }
+  if (o.has("problem_wall_s")) {
+    const json& wall = o.at("problem_wall_s");
+    if (!wall.is_array()) throw WireError("shard.problem_wall_s: expected array");
+    for (size_t i = 0; i < wall.size(); ++i) {
+      if (!wall[i].is_number()) throw WireError("shard.problem_wall_s[" + std::to_string(i) + "]: expected number");
+      s.problem_wall_s.push_back(wall[i].get<double>());
+    }
+  }
   s.id = o.str("id");
   s.sweep_id = o.str("sweep_id");
   s.hardware = hardware_at(o.at("hardware"), "shard.hardware");
@@ -243,7 +267,15 @@ Shard shard_from_json(const json& j) {
     ro.done();
     s.records.push_back(std::move(r));
   }
-  wire::seal(s);
+  if (!s.problem_wall_s.empty()) {
+    if (s.problem_wall_s.size() != s.problems.size())
+      throw WireError("shard.problem_wall_s: expected 0 or " + std::to_string(s.problems.size()) +
+                      " values (one per problem), got " + std::to_string(s.problem_wall_s.size()));
+    for (size_t i = 0; i < s.problem_wall_s.size(); ++i)
+      if (!std::isfinite(s.problem_wall_s[i]) || s.problem_wall_s[i] < 0)
+        throw WireError("shard.problem_wall_s[" + std::to_string(i) + "]: must be finite and >= 0");
+  }
+  wire::seal(s);  // throws if method or wall times are set in a version 1 shard
   if (o.has("sha256")) {
     if (o.str("sha256") != to_hex(s.sha256)) throw WireError("shard.sha256: does not match the content");
   }

@@ -111,9 +111,25 @@ void pack(Packer& pk, const Producer& p) {
   pack_str(pk, p.software_version);
 }
 
-// Fields 0..6 of a shard: what the content hash covers.
+// The number of content fields (those the hash covers) of the shard in its
+// wire_version; throws for a shard that cannot be written in that version.
+uint32_t shard_content_fields(const Shard& s) {
+  if (s.wire_version == 1) {
+    if (!s.method.timing.empty() || !s.method.collector.empty())
+      throw WireError("shard.method: cannot be written in wire version 1 (set wire_version to 2)");
+    if (!s.problem_wall_s.empty())
+      throw WireError("shard.problem_wall_s: cannot be written in wire version 1 (set wire_version to 2)");
+    return 7;
+  }
+  if (s.wire_version == 2) return 9;
+  throw WireError("shard.wire_version: unsupported wire version " + std::to_string(s.wire_version));
+}
+
+// The content fields of a shard (0..6, or 0..8 in version 2): what the
+// content hash covers, as the array [fields...].
 void pack_shard_content(Packer& pk, const Shard& s) {
-  pk.pack_array(7);
+  const uint32_t fields = shard_content_fields(s);
+  pk.pack_array(fields);
   pack_str(pk, s.id);
   pack_str(pk, s.sweep_id);
   pack(pk, s.hardware);
@@ -128,15 +144,22 @@ void pack_shard_content(Packer& pk, const Shard& s) {
     pack(pk, r.config);
     pack_timing(pk, r.median_us, r.spread_us, r.repeats, r.status, r.flags);
   }
+  if (fields == 9) {
+    pk.pack_array(2);
+    pack_str(pk, s.method.timing);
+    pack_str(pk, s.method.collector);
+    pk.pack_array(static_cast<uint32_t>(s.problem_wall_s.size()));
+    for (double w : s.problem_wall_s) pk.f64(w);
+  }
 }
 
 template <typename T>
-std::string encode_enveloped(const char* kind, const T& v) {
+std::string encode_enveloped(const char* kind, const T& v, uint64_t version = kVersion) {
   msgpack::sbuffer buf;
   Packer pk(buf);
   pk.pack_array(4);
   pack_str(pk, "diode");
-  pk.pack_uint64(kVersion);
+  pk.pack_uint64(version);
   pack_str(pk, kind);
   pack(pk, v);
   return std::string(buf.data(), buf.size());
@@ -165,6 +188,7 @@ constexpr uint64_t kMaxDim = uint64_t{1} << 31;
 
 std::string encode(const HardwareId& v) { return encode_enveloped("hardware", v); }
 std::string encode(const Problem& v) { return encode_enveloped("problem", v); }
+std::string problem_identity(const Problem& v) { return encode_enveloped("problem", v, 1); }
 std::string encode(const KernelConfig& v) { return encode_enveloped("config", v); }
 std::string encode(const TimingRecord& v) { return encode_enveloped("record", v); }
 
@@ -173,15 +197,16 @@ std::string encode(const Shard& s) {
   Packer pk(buf);
   pk.pack_array(4);
   pack_str(pk, "diode");
-  pk.pack_uint64(kVersion);
+  pk.pack_uint64(s.wire_version);
   pack_str(pk, "shard");
   // The body is the content array with the hash appended: re-open the array by
-  // writing the 8-element header, then the 7 content fields, then the hash.
+  // writing a header one longer, then the content fields, then the hash.
+  const uint32_t fields = shard_content_fields(s);  // checks wire_version
   msgpack::sbuffer content;
   Packer cpk(content);
   pack_shard_content(cpk, s);
-  pk.pack_array(8);
-  // Skip the content's own 1-byte fixarray(7) header (0x97).
+  pk.pack_array(fields + 1);
+  // Skip the content's own 1-byte fixarray header (0x97 or 0x99).
   buf.write(content.data() + 1, content.size() - 1);
   pk.pack_bin(32).pack_bin_body(reinterpret_cast<const char*>(s.sha256.data()), 32);
   return std::string(buf.data(), buf.size());
@@ -219,9 +244,11 @@ std::string peek_kind(std::string_view b) {
     }
   }
   if (fields[0] != "diode") fail(root, "not a diode message (bad magic)");
-  if (fields[1] != std::to_string(kVersion))
-    fail({&root, "version"}, "unsupported wire version " + fields[1] + " (this build reads version " +
-                                    std::to_string(kVersion) + ")");
+  bool known = false;
+  for (uint64_t v = kMinVersion; v <= kVersion; ++v) known = known || fields[1] == std::to_string(v);
+  if (!known)
+    fail({&root, "version"}, "unsupported wire version " + fields[1] + " (this build reads versions " +
+                                    std::to_string(kMinVersion) + " to " + std::to_string(kVersion) + ")");
   return fields[2];
 }
 

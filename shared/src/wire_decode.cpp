@@ -14,11 +14,16 @@
 // message that is also malformed, truncated or too large anywhere is reported
 // as such; otherwise the first schema error in document order is reported.
 //
+// Versions. The envelope's version (1 or 2) decides the shard's layout: 8
+// fields in version 1, 10 in version 2 (`method` and `problem_wall_s` before
+// the hash). The decoded shard remembers it in Shard::wire_version.
+//
 // Content hash. While parsing, the decoder adds up the shortest encoding size
 // of every item (wire_canonical.h explains why that proves the input is
-// canonical). If it is, the hash is SHA-256 over 0x97 (the 7-element array
-// header) and the input's own bytes of fields 0..6; if not, the decoded shard
-// is re-encoded (content_hash) exactly as before.
+// canonical). If it is, the hash is SHA-256 over the content array's header
+// (0x97 for the 7 content fields of version 1, 0x99 for the 9 of version 2)
+// and the input's own bytes of those fields; if not, the decoded shard is
+// re-encoded (content_hash) exactly as before.
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -91,11 +96,17 @@ struct Value {
 // What the decoder is inside of. Struct nodes name their fields; list nodes
 // (and the extra map) are indexed.
 enum class Node : uint8_t {
-  Envelope, Shard, Hardware, Producer, Problem, Config, Extra, Record, ShardRecord, ProblemList, RecordList
+  Envelope, Shard, Hardware, Producer, Problem, Config, Extra, Record, ShardRecord, ProblemList, RecordList,
+  Method, WallList
 };
 
 const char* const kEnvelopeFields[] = {"magic", "version", "kind", "body"};
-const char* const kShardFields[] = {"id", "sweep_id", "hardware", "producer", "created_ms", "problems", "records", "sha256"};
+// The fields of a version 2 shard. A version 1 shard has fields 0..6 and the
+// hash as its field 7 (shard_field() maps it).
+const char* const kShardFields[] = {"id",      "sweep_id", "hardware", "producer",       "created_ms",
+                                    "problems", "records", "method",   "problem_wall_s", "sha256"};
+constexpr uint32_t kShardHashField = 9;
+const char* const kMethodFields[] = {"timing", "collector"};
 const char* const kHardwareFields[] = {"vendor", "device_name", "arch", "compute_capability", "sm_count",
                                        "memory_bytes", "driver_version", "runtime_version", "torch_version",
                                        "triton_version"};
@@ -108,17 +119,23 @@ const char* const kRecordFields[] = {"problem", "config", "median_us", "spread_u
 const char* const kShardRecordFields[] = {"problem_index", "config", "median_us", "spread_us",
                                           "repeats", "status", "flags"};
 
-const char* field_name(Node node, uint32_t i) {
+// Field i of a shard in wire `version`, as an index into kShardFields.
+constexpr uint32_t shard_field(uint64_t version, uint32_t i) { return version == 1 && i == 7 ? kShardHashField : i; }
+// The number of fields of a shard in wire `version`.
+constexpr uint32_t shard_fields(uint64_t version) { return version == 1 ? 8 : 10; }
+
+const char* field_name(Node node, uint32_t i, uint64_t version) {
   switch (node) {
     case Node::Envelope: return kEnvelopeFields[i];
-    case Node::Shard: return kShardFields[i];
+    case Node::Shard: return kShardFields[shard_field(version, i)];
+    case Node::Method: return kMethodFields[i];
     case Node::Hardware: return kHardwareFields[i];
     case Node::Producer: return kProducerFields[i];
     case Node::Problem: return kProblemFields[i];
     case Node::Config: return kConfigFields[i];
     case Node::Record: return kRecordFields[i];
     case Node::ShardRecord: return kShardRecordFields[i];
-    case Node::Extra: case Node::ProblemList: case Node::RecordList: return nullptr;  // indexed
+    case Node::Extra: case Node::ProblemList: case Node::RecordList: case Node::WallList: return nullptr;  // indexed
   }
   return nullptr;
 }
@@ -169,6 +186,8 @@ class Decoder {
   // Where the id string's bytes and the hash's bytes lie in the input.
   const char* id_ptr() const { return id_ptr_; }
   const char* hash_ptr() const { return hash_ptr_; }
+  // The envelope's wire version (0 until read).
+  uint64_t version() const { return version_; }
 
   // ---- the msgpack-cxx visitor interface (called by msgpack::parse) ----
   bool visit_nil() {
@@ -317,7 +336,7 @@ class Decoder {
   std::string path_at(size_t d, uint32_t i) const {
     if (d == 0) return i == 3 ? std::string(t_.kind) : std::string("message.") + kEnvelopeFields[i];
     std::string s = path_at(d - 1, frames_[d - 1].index);
-    if (const char* f = field_name(frames_[d].node, i)) return s + "." + f;
+    if (const char* f = field_name(frames_[d].node, i, version_)) return s + "." + f;
     return s + "[" + std::to_string(i) + "]";
   }
   // The path of the container frames_[d] itself.
@@ -407,6 +426,13 @@ class Decoder {
         array(v, 7);
         srec_ = &rec_;
         return Node::ShardRecord;
+      case Node::Method: return method(f.index, v);
+      case Node::WallList: {
+        const double w = f64(v);
+        if (w < 0) fail("negative wall time");
+        t_.shard->problem_wall_s.push_back(w);
+        return Node::WallList;
+      }
     }
     return Node::Envelope;  // unreachable
   }
@@ -418,9 +444,11 @@ class Decoder {
         break;
       case 1: {
         const uint64_t version = uint(v, 0, kU64Max);
-        if (version != kVersion)
-          fail("unsupported wire version " + std::to_string(version) + " (this build reads version " +
-               std::to_string(kVersion) + ")");
+        if (version < kMinVersion || version > kVersion)
+          fail("unsupported wire version " + std::to_string(version) + " (this build reads versions " +
+               std::to_string(kMinVersion) + " to " + std::to_string(kVersion) + ")");
+        version_ = version;
+        if (t_.shard) t_.shard->wire_version = version;
         break;
       }
       case 2: {
@@ -436,7 +464,14 @@ class Decoder {
 
   INLINE Node body(const Value& v) {
     switch (t_.body) {
-      case Node::Shard: array(v, 8); break;
+      case Node::Shard: {
+        const uint32_t n = shard_fields(version_);
+        expect(v, T::Array, "array");
+        if (v.n != n) [[unlikely]]
+          fail("expected array of " + std::to_string(n) + " (a wire version " + std::to_string(version_) +
+               " shard), got " + std::to_string(v.n));
+        break;
+      }
       case Node::Hardware: array(v, 10); hw_ = t_.hardware; break;
       case Node::Problem: array(v, 13); problem_ = t_.problem; break;
       case Node::Config: array(v, 12); config_ = t_.config; break;
@@ -448,7 +483,7 @@ class Decoder {
 
   INLINE Node shard(uint32_t i, const Value& v) {
     Shard& s = *t_.shard;
-    switch (i) {
+    switch (shard_field(version_, i)) {
       case 0:
         s.id = str(v, 128);
         if (!valid_shard_id(s.id)) fail("shard id must match [A-Za-z0-9._:/-]{1,128}");
@@ -468,7 +503,15 @@ class Decoder {
         if (v.n > kMaxRecords) fail("more than " + std::to_string(kMaxRecords) + " records");
         s.records.reserve(std::min<size_t>(v.n, message_bytes_ / kMinRecordBytes));
         return Node::RecordList;
-      case 7:
+      case 7: array(v, 2); return Node::Method;
+      case 8:
+        expect(v, T::Array, "array");
+        if (v.n != 0 && v.n != s.problems.size())
+          fail("expected 0 or " + std::to_string(s.problems.size()) + " values (one per problem), got " +
+               std::to_string(v.n));
+        s.problem_wall_s.reserve(v.n);  // at most kMaxProblems
+        return Node::WallList;
+      case kShardHashField:
         expect(v, T::Bin, "bin");
         if (v.n != 32) fail("expected 32 bytes");
         std::memcpy(s.sha256.data(), v.p, 32);
@@ -476,6 +519,15 @@ class Decoder {
         break;
     }
     return Node::Shard;
+  }
+
+  INLINE Node method(uint32_t i, const Value& v) {
+    CollectionMethod& m = t_.shard->method;
+    switch (i) {
+      case 0: m.timing = str(v); break;
+      case 1: m.collector = str(v); break;
+    }
+    return Node::Method;
   }
 
   INLINE Node hardware(uint32_t i, const Value& v) {
@@ -685,6 +737,7 @@ class Decoder {
   std::string_view key_;                    // the extra key waiting for its value
   const std::string* prev_key_ = nullptr;   // the previous extra key
 
+  uint64_t version_ = 0;  // the envelope's, once read
   size_t canonical_bytes_ = 0;
   bool non_canonical_ = false;
   const char* id_ptr_ = nullptr;
@@ -720,21 +773,35 @@ Sha256Digest sha256_of(uint8_t prefix, std::string_view rest) {
   return out;
 }
 
-// The canonical shard message is
-//   94 a5 "diode" 01 a5 "shard" 98 <fields 0..6> c4 20 <32-byte hash>
-// and the hash covers 97 <fields 0..6>. Returns the input's span of fields
-// 0..6 when the decoder proved the input canonical and the layout is exactly
-// that (the pointer checks are a second, independent guard); else nothing.
-std::optional<std::string_view> canonical_content(std::string_view bytes, const Shard& s, const Decoder& d) {
-  static constexpr std::string_view kHead("\x94\xa5" "diode" "\x01\xa5" "shard" "\x98", 15);
+// The canonical shard message of wire version V is
+//   94 a5 "diode" V a5 "shard" <H+1> <content fields> c4 20 <32-byte hash>
+// with H = 97 (7 content fields, V = 1) or 99 (9 content fields, V = 2), and
+// the hash covers H <content fields>. Returns H and the input's span of the
+// content fields when the decoder proved the input canonical and the layout
+// is exactly that (the pointer checks are a second, independent guard); else
+// nothing.
+struct CanonicalContent {
+  uint8_t header;
+  std::string_view fields;
+};
+std::optional<CanonicalContent> canonical_content(std::string_view bytes, const Shard& s, const Decoder& d) {
+  static constexpr std::string_view kMagic("\x94\xa5" "diode", 7);
+  static constexpr std::string_view kKind("\xa5" "shard", 6);
   static constexpr std::string_view kHashHead("\xc4\x20", 2);
-  if (!d.canonical() || bytes.size() < kHead.size() + kHashHead.size() + 32) return std::nullopt;
+  constexpr size_t kHead = 15;  // magic, version, kind, body header
+  if (!d.canonical() || bytes.size() < kHead + kHashHead.size() + 32) return std::nullopt;
+  const uint64_t version = d.version();
+  if (version < kMinVersion || version > kVersion || s.wire_version != version) return std::nullopt;
+  const auto header = static_cast<uint8_t>(0x90 + shard_fields(version) - 1);
   const size_t hash_at = bytes.size() - 32;
-  if (bytes.substr(0, kHead.size()) != kHead || bytes.substr(hash_at - 2, 2) != kHashHead) return std::nullopt;
+  if (bytes.substr(0, kMagic.size()) != kMagic || static_cast<uint8_t>(bytes[7]) != version ||
+      bytes.substr(8, kKind.size()) != kKind || static_cast<uint8_t>(bytes[14]) != header + 1 ||
+      bytes.substr(hash_at - 2, 2) != kHashHead)
+    return std::nullopt;
   // The hash and the id (the first content field) are where this layout puts them.
-  const char* id_at = bytes.data() + kHead.size() + canonical::str_header(static_cast<uint32_t>(s.id.size()));
+  const char* id_at = bytes.data() + kHead + canonical::str_header(static_cast<uint32_t>(s.id.size()));
   if (d.hash_ptr() != bytes.data() + hash_at || d.id_ptr() != id_at) return std::nullopt;
-  return bytes.substr(kHead.size(), hash_at - 2 - kHead.size());
+  return CanonicalContent{header, bytes.substr(kHead, hash_at - 2 - kHead)};
 }
 
 template <typename X>
@@ -775,7 +842,7 @@ Shard decode_shard_with_info(std::string_view b, ShardDecodeInfo& info) {
   // hash is defined over. Otherwise (valid but e.g. with a uint16 where a
   // fixint would do) re-encode, as the decoder always did.
   const auto content = canonical_content(b, s, d);
-  const Sha256Digest h = content ? sha256_of(0x97, *content) : content_hash(s);
+  const Sha256Digest h = content ? sha256_of(content->header, content->fields) : content_hash(s);
   info.canonical_input = content.has_value();
   if (h != s.sha256) throw WireError("shard.sha256: content hash does not match (corrupted or tampered shard)");
   return s;

@@ -37,6 +37,21 @@ TEST(Dataset, MessageRoundTrip) {
   EXPECT_EQ(back.problem_count(), 2u);
 }
 
+TEST(Dataset, MixesWireVersionsAndReadsVersion1Envelopes) {
+  Shard v1 = shard_from_json(test::golden_cases()["shard_v1"]);
+  Dataset d{"nvidia-h100-80gb", {golden_shard("a"), v1}};
+  std::string bytes = wire::encode(d);
+  ASSERT_EQ(bytes.substr(0, 16), std::string("\x94\xa5" "diode" "\x02\xa7" "dataset", 16));
+  Dataset back = wire::decode_dataset(bytes);
+  EXPECT_EQ(back.shards, d.shards);
+  EXPECT_EQ(back.shards[0].wire_version, 2u);
+  EXPECT_EQ(back.shards[1].wire_version, 1u);
+  bytes[7] = '\x01';  // a dataset written before version 2
+  EXPECT_EQ(wire::decode_dataset(bytes).shards, d.shards);
+  bytes[7] = '\x03';
+  EXPECT_THROW(wire::decode_dataset(bytes), WireError);
+}
+
 TEST(Dataset, RejectsShardOfOtherHardware) {
   Dataset d{"amd-instinct-mi300x-192gb", {golden_shard("a")}};
   EXPECT_THROW(wire::decode_dataset(wire::encode(d)), WireError);

@@ -15,6 +15,46 @@ TEST(Json, RoundTripsEveryType) {
   EXPECT_EQ(to_json(record_from_json(cases["record"])), cases["record"]);
   Shard s = shard_from_json(cases["shard"]);
   EXPECT_EQ(shard_from_json(to_json(s)), s);
+  Shard v1 = shard_from_json(cases["shard_v1"]);
+  EXPECT_EQ(v1.wire_version, 1u);
+  EXPECT_EQ(to_json(v1)["wire_version"], 1);
+  EXPECT_EQ(shard_from_json(to_json(v1)), v1);
+}
+
+TEST(Json, ShardVersion2FieldsOptionalAndChecked) {
+  auto j = test::golden_cases()["shard"];
+  const Shard full = shard_from_json(j);
+  EXPECT_EQ(full.wire_version, 2u);
+  EXPECT_EQ(full.method.timing, "cuda-events+spin+cold-l2");
+  EXPECT_EQ(full.problem_wall_s.size(), 2u);
+  // Without them: a version 2 shard with no method and no wall times.
+  auto bare = j;
+  bare.erase("wire_version");
+  bare.erase("method");
+  bare.erase("problem_wall_s");
+  const Shard b = shard_from_json(bare);
+  EXPECT_EQ(b.wire_version, 2u);
+  EXPECT_EQ(b.method, CollectionMethod{});
+  EXPECT_TRUE(b.problem_wall_s.empty());
+  // A version 1 shard cannot carry them.
+  auto v1 = j;
+  v1["wire_version"] = 1;
+  EXPECT_THROW(shard_from_json(v1), WireError);
+  v1["wire_version"] = 3;
+  EXPECT_THROW(shard_from_json(v1), WireError);
+  auto wall = j;
+  wall["problem_wall_s"] = {1.0};
+  try {
+    shard_from_json(wall);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "shard.problem_wall_s: expected 0 or 2 values (one per problem), got 1");
+  }
+  wall["problem_wall_s"] = {1.0, -2.0};
+  EXPECT_THROW(shard_from_json(wall), WireError);
+  auto method = j;
+  method["method"]["extra"] = "x";
+  EXPECT_THROW(shard_from_json(method), WireError);
 }
 
 TEST(Json, UnknownFieldRejected) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "diode/dataset.h"
 #include "diode/json.h"
 #include "diode/sha256.h"
 #include "diode/wire.h"
@@ -15,7 +16,10 @@ namespace {
 using test::golden_cases;
 using test::golden_path;
 
+// The shard case in the current wire version (2, with a method and wall
+// times), and the same content as a version 1 shard.
 Shard golden_shard() { return shard_from_json(golden_cases().at("shard")); }
+Shard golden_shard_v1() { return shard_from_json(golden_cases().at("shard_v1")); }
 
 // Every type: encoding the logical case gives exactly the committed golden bytes
 // (written by C++, checked by Python too), and decoding them gives the case back.
@@ -53,6 +57,68 @@ TEST(WireGolden, ShardMatchesGoldenBytes) {
   EXPECT_EQ(back.expanded_records().at(3).problem.op, "baddbmm");
   EXPECT_EQ(back.records.at(3).flags & kRecordReplayed, kRecordReplayed);
   EXPECT_EQ(wire::peek_kind(bytes), "shard");
+  // Version 2: envelope version 2, a 10-field body, the method and wall times.
+  EXPECT_EQ(back.wire_version, 2u);
+  EXPECT_EQ(bytes.substr(0, 15), std::string("\x94\xa5" "diode" "\x02\xa5" "shard" "\x9a", 15));
+  EXPECT_EQ(back.method.timing, "cuda-events+spin+cold-l2");
+  EXPECT_EQ(back.method.collector, "torch_diode.collect 2.0.0");
+  EXPECT_EQ(back.problem_wall_s, (std::vector<double>{41.375, 7.8125}));
+}
+
+TEST(WireGolden, ShardV1StillDecodesAndReencodesToItsBytesAndHash) {
+  // A shard written before version 2 (byte-identical to the golden file of
+  // version 1) decodes, remembers its version, and re-encodes to the same
+  // bytes and the same hash: the hub keeps verifying stored shards.
+  const Shard v = golden_shard_v1();
+  const std::string bytes = io::read_file(golden_path("shard_v1.msgpack"));
+  EXPECT_EQ(v.wire_version, 1u);
+  EXPECT_EQ(wire::encode(v), bytes);
+  EXPECT_EQ(bytes.substr(0, 15), std::string("\x94\xa5" "diode" "\x01\xa5" "shard" "\x98", 15));
+  const Shard back = wire::decode_shard(bytes);
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(back.wire_version, 1u);
+  EXPECT_EQ(back.method, CollectionMethod{});
+  EXPECT_TRUE(back.problem_wall_s.empty());
+  EXPECT_EQ(wire::encode(back), bytes);
+  EXPECT_EQ(wire::content_hash(back), back.sha256);
+  // The version 1 hash is over 0x97 + fields 0..6, exactly as before.
+  EXPECT_EQ(back.sha256, sha256(std::string("\x97") + bytes.substr(15, bytes.size() - 15 - 34)));
+  // The same content in version 2 is another shard with another hash.
+  Shard v2 = back;
+  v2.wire_version = 2;
+  wire::seal(v2);
+  EXPECT_NE(v2.sha256, back.sha256);
+  EXPECT_EQ(wire::decode_shard(wire::encode(v2)), v2);
+  // The v1 and v2 golden shards differ only in the version-2 fields.
+  Shard g = golden_shard();
+  g.method = {};
+  g.problem_wall_s.clear();
+  g.wire_version = 1;
+  wire::seal(g);
+  EXPECT_EQ(g, back);
+}
+
+TEST(WireGolden, ShardsInTestDataKeepDecodingWithTheirHashes) {
+  // The committed datasets (wire version 1) load, and re-encoding each shard
+  // reproduces its hash and its version.
+  const Dataset d = load_dataset(std::string(DIODE_GOLDEN_DIR) + "/../data/datasets/nvidia-h100-80gb");
+  ASSERT_FALSE(d.shards.empty());
+  for (const Shard& s : d.shards) {
+    EXPECT_EQ(s.wire_version, 1u) << s.id;
+    EXPECT_EQ(wire::content_hash(s), s.sha256) << s.id;
+    EXPECT_EQ(wire::decode_shard(wire::encode(s)), s) << s.id;
+  }
+}
+
+TEST(WireGolden, EveryKindIsWrittenInVersion2AndReadInVersion1Too) {
+  const auto p = problem_from_json(golden_cases().at("problem"));
+  std::string bytes = wire::encode(p);
+  ASSERT_EQ(bytes[7], '\x02');
+  bytes[7] = '\x01';  // the same problem in a version 1 envelope
+  EXPECT_EQ(wire::decode_problem(bytes), p);
+  EXPECT_EQ(wire::peek_kind(bytes), "problem");
+  const std::string golden = io::read_file(golden_path("problem.msgpack"));
+  EXPECT_EQ(golden[7], '\x02');
 }
 
 // ---- strict decoding: every malformed input is a WireError, never a crash --
@@ -80,32 +146,110 @@ void expect_error(const std::string& bytes, const std::string& fragment) {
 }
 
 TEST(WireStrict, TruncatedInputAtEveryLength) {
-  std::string bytes = wire::encode(golden_shard());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_THROW(wire::decode_shard(std::string_view(bytes).substr(0, n)), WireError) << "length " << n;
+  for (const Shard& s : {golden_shard(), golden_shard_v1()}) {
+    std::string bytes = wire::encode(s);
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      EXPECT_THROW(wire::decode_shard(std::string_view(bytes).substr(0, n)), WireError) << "length " << n;
+    }
   }
 }
 
 TEST(WireStrict, EveryFlippedByteIsRejectedOrStillValid) {
   // The content hash makes any accepted mutation impossible except in the hash-
   // free envelope; decoding must never crash.
-  std::string bytes = wire::encode(golden_shard());
-  size_t accepted = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::string m = bytes;
-    m[i] = static_cast<char>(m[i] ^ 0x5a);
-    try {
-      wire::decode_shard(m);
-      ++accepted;
-    } catch (const WireError&) {
+  for (const Shard& s : {golden_shard(), golden_shard_v1()}) {
+    std::string bytes = wire::encode(s);
+    size_t accepted = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string m = bytes;
+      m[i] = static_cast<char>(m[i] ^ 0x5a);
+      try {
+        wire::decode_shard(m);
+        ++accepted;
+      } catch (const WireError&) {
+      }
     }
+    EXPECT_EQ(accepted, 0u) << "wire version " << s.wire_version;
   }
-  EXPECT_EQ(accepted, 0u);
 }
 
 TEST(WireStrict, UnknownVersionNamed) {
-  std::string bytes = pack_envelope([](auto& pk) { pk.pack_nil(); }, 7, "shard");
-  expect_error(bytes, "unsupported wire version 7");
+  for (uint64_t v : {0, 3, 7}) {
+    std::string bytes = pack_envelope([](auto& pk) { pk.pack_nil(); }, v, "shard");
+    expect_error(bytes, "message.version: unsupported wire version " + std::to_string(v));
+    EXPECT_THROW(wire::peek_kind(bytes), WireError) << v;
+  }
+}
+
+TEST(WireStrict, ShardLayoutMustMatchTheEnvelopeVersion) {
+  // A version 2 body (10 fields) in a version 1 envelope, and vice versa.
+  std::string v2 = wire::encode(golden_shard());
+  v2[7] = '\x01';
+  expect_error(v2, "shard: expected array of 8 (a wire version 1 shard), got 10");
+  std::string v1 = wire::encode(golden_shard_v1());
+  v1[7] = '\x02';
+  expect_error(v1, "shard: expected array of 10 (a wire version 2 shard), got 8");
+}
+
+TEST(WireStrict, Version1ShardCannotCarryVersion2Fields) {
+  Shard s = golden_shard_v1();
+  s.method.timing = "cuda-events";
+  EXPECT_THROW(wire::seal(s), WireError);
+  EXPECT_THROW(wire::encode(s), WireError);
+  s = golden_shard_v1();
+  s.problem_wall_s = {1.0, 2.0};
+  EXPECT_THROW(wire::content_hash(s), WireError);
+  s = golden_shard();
+  s.wire_version = 3;
+  EXPECT_THROW(wire::encode(s), WireError);
+}
+
+TEST(WireStrict, WallTimesOnePerProblemFiniteAndNonNegative) {
+  const struct {
+    std::vector<double> wall;
+    const char* error;
+  } cases[] = {
+      {{1.0}, "shard.problem_wall_s: expected 0 or 2 values (one per problem), got 1"},
+      {{1.0, 2.0, 3.0}, "shard.problem_wall_s: expected 0 or 2 values (one per problem), got 3"},
+      {{1.0, -0.5}, "shard.problem_wall_s[1]: negative wall time"},
+      {{std::numeric_limits<double>::quiet_NaN(), 1.0}, "shard.problem_wall_s[0]: not a finite number"},
+      {{1.0, std::numeric_limits<double>::infinity()}, "shard.problem_wall_s[1]: not a finite number"},
+  };
+  for (const auto& c : cases) {
+    Shard s = golden_shard();
+    s.problem_wall_s = c.wall;
+    wire::seal(s);  // the encoder writes what it is given; the decoder checks
+    expect_error(wire::encode(s), c.error);
+  }
+  Shard s = golden_shard();
+  s.problem_wall_s = {0.0, 0.0};  // zero is valid
+  wire::seal(s);
+  EXPECT_EQ(wire::decode_shard(wire::encode(s)), s);
+  s.problem_wall_s.clear();  // and so are no wall times at all
+  wire::seal(s);
+  EXPECT_EQ(wire::decode_shard(wire::encode(s)), s);
+}
+
+TEST(WireStrict, MethodIsTwoStrings) {
+  Shard s = golden_shard();
+  std::string bytes = wire::encode(s);
+  // ... 92 <timing> <collector> 92 <wall> <wall> c4 20 <hash>: the method's header
+  // (fixstr headers of 1 byte, 2 wall times of 9 bytes, the hash 34 bytes).
+  const size_t method_at =
+      bytes.size() - 34 - (1 + 2 * 9) - (1 + s.method.collector.size()) - (1 + s.method.timing.size()) - 1;
+  ASSERT_EQ(bytes[method_at], '\x92');
+  std::string one = bytes;
+  one[method_at] = '\x91';  // claims 1 element: the collector string becomes field 8
+  EXPECT_THROW(wire::decode_shard(one), WireError);
+  std::string number = bytes;
+  number.replace(method_at + 1, 1 + s.method.timing.size(), "\x07");  // timing: 7
+  expect_error(number, "shard.method.timing: expected str, got uint");
+  s.method.collector = std::string(300, 'c');  // over the string limit
+  wire::seal(s);
+  expect_error(wire::encode(s), "message");
+  s.method = {"", ""};  // both may be empty
+  wire::seal(s);
+  EXPECT_EQ(wire::decode_shard(wire::encode(s)), s);
 }
 
 TEST(WireStrict, BadMagic) {
@@ -222,6 +366,52 @@ TEST(WireStrict, ExtraKeysMustBeSortedAndUnique) {
   EXPECT_THROW(wire::decode_config(bytes), WireError);
 }
 
+// A config whose extra map is written by `extra` (so it may break the rules).
+std::string config_with_extra(const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& extra) {
+  auto c = config_from_json(golden_cases().at("config"));
+  return pack_envelope([&](auto& p) {
+    p.pack_array(12);
+    p.pack(c.template_id);
+    for (uint64_t v : {c.block_m, c.block_n, c.block_k, c.group_m, c.num_stages, c.num_warps}) p.pack_uint64(v);
+    p.pack(c.even_k); p.pack(c.allow_tf32); p.pack(c.use_fast_accum);
+    p.pack(c.acc_type);
+    extra(p);
+  }, 2, "config");
+}
+
+void expect_config_error(const std::string& bytes, const std::string& message) {
+  try {
+    wire::decode_config(bytes);
+    FAIL() << "accepted, expected: " << message;
+  } catch (const WireError& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+TEST(WireStrict, ExtraDuplicateKeyRejected) {
+  // Same messages as the Python decoder (tests/python/test_wire_golden.py).
+  expect_config_error(config_with_extra([](auto& p) {
+    p.pack_map(2);
+    p.pack(std::string("a")); p.pack_int64(1);
+    p.pack(std::string("a")); p.pack_int64(2);
+  }), "config.extra[1]: duplicate key 'a'");
+}
+
+TEST(WireStrict, ExtraValueAboveInt64Rejected) {
+  expect_config_error(config_with_extra([](auto& p) {
+    p.pack_map(1);
+    p.pack(std::string("a")); p.pack_uint64(uint64_t{INT64_MAX} + 1);
+  }), "config.extra[0]: value out of int64 range");
+  // INT64_MAX itself and INT64_MIN are fine.
+  auto ok = wire::decode_config(config_with_extra([](auto& p) {
+    p.pack_map(2);
+    p.pack(std::string("a")); p.pack_uint64(uint64_t{INT64_MAX});
+    p.pack(std::string("b")); p.pack_int64(INT64_MIN);
+  }));
+  EXPECT_EQ(ok.extra.at("a"), INT64_MAX);
+  EXPECT_EQ(ok.extra.at("b"), INT64_MIN);
+}
+
 TEST(WireRoundTrip, LargeShard) {
   Shard s = golden_shard();
   for (int i = 0; i < 20000; ++i) {
@@ -244,11 +434,13 @@ std::string replace_once(std::string bytes, std::string_view from, std::string_v
   return bytes.replace(at, from.size(), to);
 }
 
-// Sets the declared hash to SHA-256 over 0x97 + the message's own bytes of
-// fields 0..6: what a sender hashing its non-canonical bytes would send.
+// Sets the declared hash to SHA-256 over the content array header (0x97 in
+// version 1, 0x99 in version 2) + the message's own bytes of the content
+// fields: what a sender hashing its non-canonical bytes would send.
 std::string rehash_as_sent(std::string bytes) {
-  const size_t head = 15, tail = 34;  // 94 a5 diode 01 a5 shard 98 | c4 20 <32>
-  const auto h = sha256(std::string("\x97") + bytes.substr(head, bytes.size() - head - tail));
+  const size_t head = 15, tail = 34;  // 94 a5 diode 0V a5 shard 98|9a | c4 20 <32>
+  const char header = static_cast<char>(bytes[14] - 1);
+  const auto h = sha256(std::string(1, header) + bytes.substr(head, bytes.size() - head - tail));
   bytes.replace(bytes.size() - 32, 32, reinterpret_cast<const char*>(h.data()), 32);
   return bytes;
 }
@@ -263,6 +455,9 @@ Shard decode_info(const std::string& bytes, bool& canonical) {
 TEST(WireHashFastPath, CanonicalInputIsHashedAsReceived) {
   bool canonical = false;
   EXPECT_EQ(decode_info(io::read_file(golden_path("shard.msgpack")), canonical), golden_shard());
+  EXPECT_TRUE(canonical);
+  canonical = false;
+  EXPECT_EQ(decode_info(io::read_file(golden_path("shard_v1.msgpack")), canonical), golden_shard_v1());
   EXPECT_TRUE(canonical);
 }
 
@@ -286,56 +481,112 @@ TEST(WireHashFastPath, EncoderOutputIsCanonicalAtEveryFormBoundary) {
   s.sweep_id = "";
   for (int i = 0; i < 20; ++i) s.problems.push_back(s.problems[0]);  // array16 of problems
   for (int i = 0; i < 70000; ++i) s.records.push_back(s.records[i % 2]);  // array32 of records
+  // Version 2 fields: strings at the fixstr/str8 boundary, array16 of wall times.
+  s.method = {std::string(31, 't'), std::string(32, 'c')};
+  s.problem_wall_s.assign(s.problems.size(), 0.0);
+  for (size_t i = 0; i < s.problem_wall_s.size(); ++i) s.problem_wall_s[i] = 0.5 * static_cast<double>(i);
   wire::seal(s);
   bool canonical = false;
   EXPECT_EQ(decode_info(wire::encode(s), canonical), s);
   EXPECT_TRUE(canonical);
+  // The same shard in version 1 (without the version 2 fields).
+  s.method = {};
+  s.problem_wall_s.clear();
+  s.wire_version = 1;
+  wire::seal(s);
+  canonical = false;
+  EXPECT_EQ(decode_info(wire::encode(s), canonical), s);
+  EXPECT_TRUE(canonical);
 }
 
-Shard boundary_shard() {
-  Shard s = golden_shard();
+Shard boundary_shard(uint64_t version) {
+  Shard s = version == 1 ? golden_shard_v1() : golden_shard();
   s.hardware.sm_count = 0x1234;  // uint16 cd 12 34, unique in the message
   s.problems[0].beta = 1.5;      // float64 cb 3f f8 00.., exactly a float32 too
   for (size_t i = 1; i < s.problems.size(); ++i) s.problems[i].beta = 0.25;
+  if (version == 2) s.problem_wall_s = {2.5, 0.75};  // 2.5: cb 40 04 00.., unique, exactly a float32
   wire::seal(s);
   return s;
 }
 
-// Three valid but non-canonical ways to write a value, one of them (int16
-// for a positive number) as long as the canonical form.
-std::vector<std::pair<std::string, std::string>> non_canonical_variants(const std::string& bytes) {
+// Valid but non-canonical ways to write a value, one of them (int16 for a
+// positive number) as long as the canonical form.
+std::vector<std::pair<std::string, std::string>> non_canonical_variants(const std::string& bytes, uint64_t version) {
   const std::string f64_15("\xcb\x3f\xf8\x00\x00\x00\x00\x00\x00", 9), f32_15("\xca\x3f\xc0\x00\x00", 5);
-  return {
+  std::vector<std::pair<std::string, std::string>> out{
       {"uint32 for a uint16", replace_once(bytes, "\xcd\x12\x34", std::string("\xce\x00\x00\x12\x34", 5))},
       {"int16 for a uint16", replace_once(bytes, "\xcd\x12\x34", "\xd1\x12\x34")},
       {"float32 for a float64", replace_once(bytes, f64_15, f32_15)},
   };
+  if (version == 2) {
+    const std::string f64_25("\xcb\x40\x04\x00\x00\x00\x00\x00\x00", 9), f32_25("\xca\x40\x20\x00\x00", 5);
+    out.emplace_back("float32 wall time", replace_once(bytes, f64_25, f32_25));
+    // The method's fixarray(2) header as array16 (dc 00 02): the only 0x92
+    // directly before the timing string.
+    const std::string timing_at = std::string("\x92\xb8") + "cuda-events+spin+cold-l2";
+    out.emplace_back("array16 method", replace_once(bytes, timing_at,
+                                                    std::string("\xdc\x00\x02\xb8", 4) + "cuda-events+spin+cold-l2"));
+  }
+  return out;
 }
 
 TEST(WireHashFastPath, NonCanonicalButValidInputIsAcceptedAsBefore) {
   // The declared hash is the canonical one: the decoder re-encodes to check
   // it, as it always did, and the value is the same.
-  const Shard s = boundary_shard();
-  for (const auto& [what, bytes] : non_canonical_variants(wire::encode(s))) {
-    bool canonical = true;
-    EXPECT_EQ(decode_info(bytes, canonical), s) << what;
-    EXPECT_FALSE(canonical) << what;
+  for (uint64_t version : {1, 2}) {
+    const Shard s = boundary_shard(version);
+    for (const auto& [what, bytes] : non_canonical_variants(wire::encode(s), version)) {
+      bool canonical = true;
+      EXPECT_EQ(decode_info(bytes, canonical), s) << what << " v" << version;
+      EXPECT_FALSE(canonical) << what << " v" << version;
+    }
   }
 }
 
 TEST(WireHashFastPath, NonCanonicalInputWithHashOfItsOwnBytesIsRejected) {
   // A hash over non-canonical bytes is not the shard's content hash; the
   // fast path must not accept it just because it matches the bytes.
-  for (const auto& [what, bytes] : non_canonical_variants(wire::encode(boundary_shard()))) {
-    SCOPED_TRACE(what);
-    expect_error(rehash_as_sent(bytes), "shard.sha256: content hash does not match");
+  for (uint64_t version : {1, 2}) {
+    for (const auto& [what, bytes] : non_canonical_variants(wire::encode(boundary_shard(version)), version)) {
+      SCOPED_TRACE(what + " v" + std::to_string(version));
+      expect_error(rehash_as_sent(bytes), "shard.sha256: content hash does not match");
+    }
   }
 }
 
 TEST(WireHashFastPath, CanonicalInputWithWrongDeclaredHashIsRejected) {
+  for (const Shard& s : {golden_shard(), golden_shard_v1()}) {
+    std::string bytes = wire::encode(s);
+    bytes.back() = static_cast<char>(bytes.back() ^ 1);
+    expect_error(bytes, "shard.sha256: content hash does not match");
+  }
+}
+
+TEST(WireHashFastPath, VersionIsPartOfTheHashedLayout) {
+  // The fast path hashes 0x99 + the fields for version 2: hashing a version 2
+  // shard's fields with the version 1 header (0x97) must not be accepted.
   std::string bytes = wire::encode(golden_shard());
-  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  const auto wrong = sha256(std::string("\x97") + bytes.substr(15, bytes.size() - 15 - 34));
+  bytes.replace(bytes.size() - 32, 32, reinterpret_cast<const char*>(wrong.data()), 32);
   expect_error(bytes, "shard.sha256: content hash does not match");
+  // And the right one is 0x99 + the received bytes of fields 0..8.
+  const std::string good = wire::encode(golden_shard());
+  EXPECT_EQ(golden_shard().sha256, sha256(std::string("\x99") + good.substr(15, good.size() - 15 - 34)));
+}
+
+// A problem's identity (the bytes models hash for the train/test split) is its
+// version-1 encoding: bumping the wire version must not move any problem between
+// the train and test sets of a published model.
+TEST(Wire, ProblemIdentityIsTheVersion1EncodingWhateverTheCurrentVersion) {
+  auto p = problem_from_json(golden_cases().at("problem"));
+  std::string now = wire::encode(p), id = wire::problem_identity(p);
+  ASSERT_EQ(now.size(), id.size());
+  // ["diode", version, "problem", body]: 0x94, 0xa5 "diode", then the version fixint.
+  EXPECT_EQ(static_cast<unsigned char>(id[7]), 1u);
+  EXPECT_EQ(static_cast<unsigned char>(now[7]), static_cast<unsigned char>(wire::kVersion));
+  now[7] = id[7];
+  EXPECT_EQ(now, id);  // nothing else differs
+  EXPECT_EQ(wire::decode_problem(id), p);
 }
 
 }  // namespace

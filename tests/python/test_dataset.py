@@ -29,6 +29,19 @@ def test_round_trip_and_directory(tmp_path, golden_cases):
     assert [s.id for s in loaded.shards] == ["one", "two", "a", "b"]
 
 
+def test_mixed_wire_versions_and_version_1_envelope(golden_cases):
+    v1 = wire.shard_from_json(golden_cases["shard_v1"])
+    d = dataset.Dataset("nvidia-h100-80gb", [_shard(golden_cases, "a"), v1])
+    blob = dataset.encode_dataset(d)
+    assert blob[:16] == b"\x94\xa5diode\x02\xa7dataset"
+    back = dataset.decode_dataset(blob)
+    assert back.shards == d.shards
+    assert [s.wire_version for s in back.shards] == [2, 1]
+    assert dataset.decode_dataset(blob[:7] + b"\x01" + blob[8:]).shards == d.shards  # written before version 2
+    with pytest.raises(wire.WireError, match="unsupported wire version 3"):
+        dataset.decode_dataset(blob[:7] + b"\x03" + blob[8:])
+
+
 def test_wrong_hardware_rejected(golden_cases):
     d = dataset.Dataset("amd-instinct-mi300x-192gb", [_shard(golden_cases, "a")])
     with pytest.raises(wire.WireError, match="in a dataset of amd-instinct-mi300x-192gb"):

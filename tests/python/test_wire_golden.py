@@ -1,31 +1,41 @@
 """Python and C++ agree byte for byte on every wire type (golden files are C++'s)."""
+import hashlib
 import math
+import pathlib
+import re
 
 import msgpack
 import pytest
 
-from torch_diode import wire
+from torch_diode import dataset, wire
+
+DATASETS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data" / "datasets"
 
 
+# Golden case (cases.json key and file name) -> (message kind, JSON reader).
+# `shard` is wire version 2; `shard_v1` the same content as a version 1 shard.
 CASES = {
-    "hardware": wire.hardware_from_json,
-    "problem": wire.problem_from_json,
-    "config": wire.config_from_json,
-    "record": wire.record_from_json,
-    "shard": wire.shard_from_json,
+    "hardware": ("hardware", wire.hardware_from_json),
+    "problem": ("problem", wire.problem_from_json),
+    "config": ("config", wire.config_from_json),
+    "record": ("record", wire.record_from_json),
+    "shard": ("shard", wire.shard_from_json),
+    "shard_v1": ("shard", wire.shard_from_json),
 }
+SHARD_FILES = ("shard.msgpack", "shard_v1.msgpack")
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_encode_matches_cpp_golden_bytes(kind, golden_cases, golden_dir):
-    value = CASES[kind](golden_cases[kind])
-    assert wire.encode(value) == (golden_dir / f"{kind}.msgpack").read_bytes()
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_encode_matches_cpp_golden_bytes(case, golden_cases, golden_dir):
+    value = CASES[case][1](golden_cases[case])
+    assert wire.encode(value) == (golden_dir / f"{case}.msgpack").read_bytes()
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_decode_cpp_golden_bytes(kind, golden_cases, golden_dir):
-    decoded = wire.decode((golden_dir / f"{kind}.msgpack").read_bytes(), kind)
-    assert decoded == CASES[kind](golden_cases[kind])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_decode_cpp_golden_bytes(case, golden_cases, golden_dir):
+    kind, from_json = CASES[case]
+    decoded = wire.decode((golden_dir / f"{case}.msgpack").read_bytes(), kind)
+    assert decoded == from_json(golden_cases[case])
 
 
 def test_shard_hash_is_cpp_hash(golden_cases, golden_dir):
@@ -34,19 +44,66 @@ def test_shard_hash_is_cpp_hash(golden_cases, golden_dir):
     assert s.expanded_records()[3].flags & wire.FLAG_REPLAYED
 
 
-def _shard_bytes(golden_dir):
-    return (golden_dir / "shard.msgpack").read_bytes()
+def test_v2_shard_fields(golden_dir):
+    data = (golden_dir / "shard.msgpack").read_bytes()
+    assert data[:15] == b"\x94\xa5diode\x02\xa5shard\x9a"
+    s = wire.decode_shard(data)
+    assert s.wire_version == 2
+    assert s.method == wire.CollectionMethod("cuda-events+spin+cold-l2", "torch_diode.collect 2.0.0")
+    assert s.problem_wall_s == (41.375, 7.8125)
+    # The hash covers 0x99 (the array of the 9 content fields) + their bytes.
+    assert s.sha256 == hashlib.sha256(b"\x99" + data[15:-34]).digest()
 
 
-def test_truncation_at_every_length_is_an_error(golden_dir):
-    data = _shard_bytes(golden_dir)
+def test_v1_shard_decodes_and_reencodes_to_its_bytes_and_hash(golden_cases, golden_dir):
+    data = (golden_dir / "shard_v1.msgpack").read_bytes()
+    assert data[:15] == b"\x94\xa5diode\x01\xa5shard\x98"
+    s = wire.decode_shard(data)
+    assert s.wire_version == 1
+    assert s.method == wire.CollectionMethod("", "")
+    assert s.problem_wall_s == ()
+    assert wire.encode(s) == data
+    assert wire.content_hash(s) == s.sha256 == hashlib.sha256(b"\x97" + data[15:-34]).digest()
+    # The same content as version 2 is another shard with another hash.
+    v2 = wire.seal(wire.replace(s, wire_version=2))
+    assert v2.sha256 != s.sha256
+    assert wire.decode_shard(wire.encode(v2)) == v2
+    # The v1 and v2 golden cases differ only in the version 2 fields.
+    g = wire.shard_from_json(golden_cases["shard"])
+    assert wire.seal(wire.replace(g, method=wire.CollectionMethod(), problem_wall_s=(), wire_version=1)) == s
+
+
+def test_committed_datasets_keep_decoding_with_their_hashes():
+    shards = dataset.load_dataset(DATASETS / "nvidia-h100-80gb").shards
+    assert shards
+    for s in shards:
+        assert s.wire_version == 1, s.id
+        assert wire.content_hash(s) == s.sha256, s.id
+        assert wire.decode_shard(wire.encode(s)) == s, s.id
+
+
+def test_every_kind_written_in_version_2_and_read_in_version_1(golden_cases):
+    p = wire.problem_from_json(golden_cases["problem"])
+    data = wire.encode(p)
+    assert data[7] == 2
+    assert wire.decode(data[:7] + b"\x01" + data[8:], "problem") == p
+
+
+def _shard_bytes(golden_dir, name="shard.msgpack"):
+    return (golden_dir / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", SHARD_FILES)
+def test_truncation_at_every_length_is_an_error(golden_dir, name):
+    data = _shard_bytes(golden_dir, name)
     for n in range(len(data)):
         with pytest.raises(wire.WireError):
             wire.decode_shard(data[:n])
 
 
-def test_every_flipped_byte_is_rejected(golden_dir):
-    data = _shard_bytes(golden_dir)
+@pytest.mark.parametrize("name", SHARD_FILES)
+def test_every_flipped_byte_is_rejected(golden_dir, name):
+    data = _shard_bytes(golden_dir, name)
     for i in range(len(data)):
         mutated = bytearray(data)
         mutated[i] ^= 0x5A
@@ -54,10 +111,112 @@ def test_every_flipped_byte_is_rejected(golden_dir):
             wire.decode_shard(bytes(mutated))
 
 
-def test_unknown_version(golden_dir):
-    data = msgpack.packb(["diode", 7, "shard", None])
-    with pytest.raises(wire.WireError, match="unsupported wire version 7"):
+@pytest.mark.parametrize("version", [0, 3, 7])
+def test_unknown_version(golden_dir, version):
+    data = msgpack.packb(["diode", version, "shard", None])
+    with pytest.raises(wire.WireError, match=f"^message.version: unsupported wire version {version} "):
         wire.decode_shard(data)
+
+
+def test_shard_layout_must_match_envelope_version(golden_dir):
+    v2 = bytearray(_shard_bytes(golden_dir))
+    v2[7] = 1
+    with pytest.raises(wire.WireError, match=re.escape("shard: expected array of 8 (a wire version 1 shard), got 10")):
+        wire.decode_shard(bytes(v2))
+    v1 = bytearray(_shard_bytes(golden_dir, "shard_v1.msgpack"))
+    v1[7] = 2
+    with pytest.raises(wire.WireError, match=re.escape("shard: expected array of 10 (a wire version 2 shard), got 8")):
+        wire.decode_shard(bytes(v1))
+
+
+def test_version_1_shard_cannot_carry_version_2_fields(golden_cases):
+    s = wire.shard_from_json(golden_cases["shard_v1"])
+    with pytest.raises(wire.WireError, match="^shard.method: cannot be written in wire version 1"):
+        wire.seal(wire.replace(s, method=wire.CollectionMethod("cuda-events", "")))
+    with pytest.raises(wire.WireError, match="^shard.problem_wall_s: cannot be written in wire version 1"):
+        wire.encode(wire.replace(s, problem_wall_s=(1.0, 2.0)))
+    with pytest.raises(wire.WireError, match="^shard.wire_version: unsupported wire version 3"):
+        wire.encode(wire.replace(s, wire_version=3))
+    d = dict(golden_cases["shard"], wire_version=1)
+    with pytest.raises(wire.WireError):
+        wire.shard_from_json(d)
+
+
+@pytest.mark.parametrize("wall,error", [
+    ((1.0,), "shard.problem_wall_s: expected 0 or 2 values (one per problem), got 1"),
+    ((1.0, 2.0, 3.0), "shard.problem_wall_s: expected 0 or 2 values (one per problem), got 3"),
+    ((1.0, -0.5), "shard.problem_wall_s[1]: negative wall time"),
+    ((math.nan, 1.0), "shard.problem_wall_s[0]: not a finite number"),
+    ((1.0, math.inf), "shard.problem_wall_s[1]: not a finite number"),
+])
+def test_wall_times_one_per_problem_finite_non_negative(golden_cases, wall, error):
+    s = wire.seal(wire.replace(wire.shard_from_json(golden_cases["shard"]), problem_wall_s=wall))
+    with pytest.raises(wire.WireError, match=f"^{re.escape(error)}$"):
+        wire.decode_shard(wire.encode(s))
+
+
+@pytest.mark.parametrize("wall", [(), (0.0, 0.0)])
+def test_no_or_zero_wall_times_are_valid(golden_cases, wall):
+    s = wire.seal(wire.replace(wire.shard_from_json(golden_cases["shard"]), problem_wall_s=wall))
+    assert wire.decode_shard(wire.encode(s)) == s
+
+
+def test_method_is_two_strings(golden_cases):
+    s = wire.shard_from_json(golden_cases["shard"])
+    body = wire._shard_content(s) + [s.sha256]
+    body[7] = [7, "x"]
+    with pytest.raises(wire.WireError, match=r"^shard.method.timing: expected str, got uint$"):
+        wire.decode_shard(msgpack.packb(["diode", 2, "shard", body], use_bin_type=True))
+    body[7] = ["x"]
+    with pytest.raises(wire.WireError, match=r"^shard.method: expected array of 2, got 1$"):
+        wire.decode_shard(msgpack.packb(["diode", 2, "shard", body], use_bin_type=True))
+    empty = wire.seal(wire.replace(s, method=wire.CollectionMethod("", "")))
+    assert wire.decode_shard(wire.encode(empty)) == empty
+
+
+def test_shard_json_round_trip(golden_cases):
+    for case in ("shard", "shard_v1"):
+        s = wire.shard_from_json(golden_cases[case])
+        j = wire.to_json(s)
+        assert j["wire_version"] == s.wire_version
+        assert wire.shard_from_json(j) == s
+    j = wire.to_json(wire.shard_from_json(golden_cases["shard"]))
+    j["sha256"] = "00" * 32
+    with pytest.raises(wire.WireError, match="^shard.sha256: does not match the content$"):
+        wire.shard_from_json(j)
+
+
+# ---- the Python decoder is as strict as the C++ one (same messages as
+# WireStrict.ExtraDuplicateKeyRejected / ExtraValueAboveInt64Rejected) -------
+
+def _config_with_extra(golden_cases, extra_map_bytes: bytes) -> bytes:
+    body = wire._config(wire.config_from_json(golden_cases["config"]))[:11]
+    head = msgpack.packb(["diode", 2, "config"], use_bin_type=True)
+    # A 4-element envelope whose body is the config with a hand-written extra map.
+    return (b"\x94" + head[1:] + b"\x9c" + b"".join(msgpack.packb(v, use_bin_type=True) for v in body)
+            + extra_map_bytes)
+
+
+def test_extra_duplicate_key_rejected(golden_cases):
+    data = _config_with_extra(golden_cases, b"\x82\xa1a\x01\xa1a\x02")
+    with pytest.raises(wire.WireError, match=r"^config.extra\[1\]: duplicate key 'a'$"):
+        wire.decode(data, "config")
+
+
+def test_extra_value_above_int64_rejected(golden_cases):
+    data = _config_with_extra(golden_cases, b"\x81\xa1a" + msgpack.packb(2**63))
+    with pytest.raises(wire.WireError, match=r"^config.extra\[0\]: value out of int64 range$"):
+        wire.decode(data, "config")
+    # INT64_MAX and INT64_MIN are fine.
+    ok = wire.decode(_config_with_extra(golden_cases, b"\x82\xa1a" + msgpack.packb(2**63 - 1)
+                                        + b"\xa1b" + msgpack.packb(-2**63)), "config")
+    assert ok.extra == (("a", 2**63 - 1), ("b", -2**63))
+
+
+def test_extra_keys_must_be_sorted(golden_cases):
+    data = _config_with_extra(golden_cases, b"\x82\xa1b\x01\xa1a\x02")
+    with pytest.raises(wire.WireError, match=r"^config.extra\[1\]: keys not in sorted order$"):
+        wire.decode(data, "config")
 
 
 def test_wrong_type_names_path(golden_cases):

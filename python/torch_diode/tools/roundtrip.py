@@ -22,8 +22,11 @@ def make_shard() -> wire.Shard:
         records.append(wire.ShardRecord(0, cfg, 27.0 + i, 0.3, 50))
     records.append(wire.ShardRecord(1, wire.KernelConfig("triton::bmm", 64, 64, 32, 8, 4, 4, True, False,
                                                          False, "float32"), 9.5, 0.1, 100))
+    # Wire version 2 fields too, so the demo's C++ re-encoding covers them.
     return wire.seal(wire.Shard("demo/shard-0", "demo", hw, wire.Producer("demo/gpu0", "", "replay", "diode 0.1.0"),
-                                int(time.time() * 1000), problems, records))
+                                int(time.time() * 1000), problems, records,
+                                method=wire.CollectionMethod("synthetic", "torch_diode.tools.roundtrip"),
+                                problem_wall_s=(1.25, 0.5)))
 
 
 def main(argv: list[str]) -> int:

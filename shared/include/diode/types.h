@@ -92,6 +92,18 @@ struct ShardRecord {
   bool operator==(const ShardRecord&) const = default;
 };
 
+// The wire format version written by this build (wire.h: wire::kVersion).
+inline constexpr uint64_t kWireVersion = 2;
+
+// How a shard's timings were taken (wire version 2): the timing method, e.g.
+// "cuda-events+spin+cold-l2", and the collector that took them, e.g.
+// "torch_diode.collect 2.0.0". Empty in shards of wire version 1.
+struct CollectionMethod {
+  std::string timing;
+  std::string collector;
+  bool operator==(const CollectionMethod&) const = default;
+};
+
 struct Shard {
   std::string id;
   std::string sweep_id;
@@ -100,7 +112,13 @@ struct Shard {
   uint64_t created_ms = 0;
   std::vector<Problem> problems;
   std::vector<ShardRecord> records;
+  CollectionMethod method;             // wire version 2 only
+  std::vector<double> problem_wall_s;  // wire version 2 only: empty, or one per problem (seconds)
   Sha256Digest sha256{};  // over the canonical encoding of every other field
+  // The wire format version this shard is encoded and hashed in (the current
+  // one for new shards). A decoded shard keeps the version it was sent in, so
+  // re-encoding a version 1 shard reproduces its bytes and its hash.
+  uint64_t wire_version = kWireVersion;
   bool operator==(const Shard&) const = default;
 
   TimingRecord expand(const ShardRecord& r) const;

@@ -12,7 +12,11 @@
 
 namespace diode::wire {
 
-inline constexpr uint64_t kVersion = 1;
+// The version every encoder writes. Decoders read kMinVersion..kVersion; the
+// versions differ only in the shard body (version 2 adds `method` and
+// `problem_wall_s`), see docs/wire-format.md.
+inline constexpr uint64_t kVersion = kWireVersion;
+inline constexpr uint64_t kMinVersion = 1;
 inline constexpr size_t kMaxMessageBytes = 256u << 20;
 inline constexpr size_t kMaxString = 256;
 inline constexpr size_t kMaxProblems = 65536;
@@ -21,9 +25,15 @@ inline constexpr size_t kMaxExtra = 16;
 
 std::string encode(const HardwareId& v);
 std::string encode(const Problem& v);
+// The bytes a problem's identity hash is taken over (models: train/test split, test-set
+// ids): its encoding in wire version 1, so the split stays put when the format version
+// moves (a Problem's fields are the same in every version so far).
+std::string problem_identity(const Problem& v);
 std::string encode(const KernelConfig& v);
 std::string encode(const TimingRecord& v);
-// Encodes the shard as it is; call seal() first to fill in its hash.
+// Encodes the shard as it is, in its wire_version; call seal() first to fill in
+// its hash. Throws WireError if the shard cannot be written in that version
+// (a version 1 shard with a method or wall times, an unknown version).
 std::string encode(const Shard& v);
 
 HardwareId decode_hardware(std::string_view bytes);
@@ -47,7 +57,8 @@ Shard decode_shard_with_info(std::string_view bytes, ShardDecodeInfo& info);
 // magic and the version only.
 std::string peek_kind(std::string_view bytes);
 
-// SHA-256 over the canonical encoding of fields 0..6 of the shard.
+// SHA-256 over the canonical encoding of the shard's content fields (0..6 in
+// wire version 1, 0..8 in version 2), per s.wire_version.
 Sha256Digest content_hash(const Shard& s);
 // Fills in s.sha256.
 void seal(Shard& s);
