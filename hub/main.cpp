@@ -13,6 +13,7 @@
 
 #include "diode/io.h"
 #include "diode/zmq_security.h"
+#include "manifest.h"
 #include "src/committer.h"
 #include "src/http_server.h"
 #include "src/ingest.h"
@@ -29,9 +30,13 @@ struct Config {
   std::string server_key, allowlist, token_file, ready_file;
   size_t max_frame = 256u << 20;
   unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-  unsigned http_threads = 4;
+  unsigned http_threads = 32;
+  size_t http_max_body = 256u << 20;
+  int http_header_timeout_ms = 10'000;
+  int http_request_timeout_s = 300;
   uint64_t segment_mib = 1024;
   bool known_hardware_only = false;
+  std::vector<std::string> manifests;  // new hardware only where one of them matches
   std::string log_level = "info";
   // Automatic retraining (src/retrain.h); off while retrain_fraction is 0.
   double retrain_fraction = 0.0;
@@ -74,6 +79,25 @@ std::unique_ptr<diode::hub::Retrainer> make_retrainer(const Config& c, const dio
   ro.check_interval = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_check_s * 1000));
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_timeout_s * 1000));
   return std::make_unique<diode::hub::Retrainer>(ro, store);
+}
+
+// Files as given; directories contribute their *.yaml / *.yml files, sorted.
+std::vector<std::string> manifest_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    if (!std::filesystem::is_directory(p)) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> dir;
+    for (const auto& e : std::filesystem::directory_iterator(p)) {
+      const auto ext = e.path().extension();
+      if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml")) dir.push_back(e.path().string());
+    }
+    std::sort(dir.begin(), dir.end());
+    out.insert(out.end(), dir.begin(), dir.end());
+  }
+  return out;
 }
 
 std::pair<std::string, int> parse_host_port(const std::string& s) {
@@ -128,6 +152,20 @@ int run(const Config& c) {
   so.dir = c.data;
   so.segment_max_bytes = c.segment_mib << 20;
   so.allow_new_hardware = !c.known_hardware_only;
+  if (!c.manifests.empty()) {
+    // New hardware keys only for hardware that a manifest asks for; shards of
+    // hardware the store already has are not affected.
+    std::vector<diode::fleet::HardwareMatch> wanted;
+    for (const auto& f : manifest_files(c.manifests))
+      wanted.push_back(with_flag("--manifests", [&] { return diode::fleet::load_manifest(f).hardware; }));
+    if (wanted.empty()) throw std::runtime_error("--manifests: no manifest found");
+    spdlog::info("new hardware admitted only where one of {} manifest(s) matches", wanted.size());
+    so.admit_new_hardware = [wanted](const diode::HardwareId& h) {
+      for (const auto& m : wanted)
+        if (diode::fleet::hardware_matches(m, h)) return true;
+      return false;
+    };
+  }
   diode::hub::Store store(so);
   const auto& rec = store.recovery();
   auto totals = store.totals();
@@ -154,6 +192,9 @@ int run(const Config& c) {
   ho.port = port;
   ho.write_token = token;
   ho.threads = c.http_threads;
+  ho.max_body_bytes = c.http_max_body;
+  ho.header_timeout_ms = c.http_header_timeout_ms;
+  ho.request_timeout_ms = c.http_request_timeout_s * 1000;
   auto* ing = ingest.get();
   diode::hub::HttpServer http(ho, store, committer, metrics, [&store, ing] {
     auto t = store.totals();
@@ -200,11 +241,29 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1024}, size_t{256u << 20}))
       ->capture_default_str();
   app.add_option("--workers", c.workers, "Shard decode threads")->check(CLI::Range(1u, 64u))->capture_default_str();
-  app.add_option("--http-threads", c.http_threads, "HTTP worker threads")->check(CLI::Range(1u, 64u))->capture_default_str();
+  app.add_option("--http-threads", c.http_threads,
+                 "HTTP worker threads = the most connections served at once (more are refused with 503)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--http-max-body-bytes", c.http_max_body, "Largest HTTP request body (413 above, before reading)")
+      ->check(CLI::Range(size_t{1024}, size_t{256u << 20}))
+      ->capture_default_str();
+  app.add_option("--http-header-timeout-ms", c.http_header_timeout_ms,
+                 "Request line and headers must arrive within this time of connecting")
+      ->check(CLI::Range(100, 600'000))
+      ->capture_default_str();
+  app.add_option("--http-request-timeout-s", c.http_request_timeout_s,
+                 "A whole request (headers and body) must arrive within this time of connecting; "
+                 "a response must be sent within it too")
+      ->check(CLI::Range(1, 86'400))
+      ->capture_default_str();
   app.add_option("--segment-mib", c.segment_mib, "Roll segment files at this size")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
   app.add_flag("--known-hardware-only", c.known_hardware_only, "Refuse shards of hardware not seen before");
+  app.add_option("--manifests", c.manifests,
+                 "Manifest files or directories: shards of hardware not seen before are stored only if one of "
+                 "them matches it (unknown_hardware otherwise)");
   app.add_option("--ready-file", c.ready_file, "Write {\"http_port\", \"pid\"} here once serving");
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")->capture_default_str();
   const std::string rg = "Automatic retraining (docs/training.md)";

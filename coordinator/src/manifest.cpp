@@ -1,11 +1,14 @@
 #include "manifest.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "diode/io.h"
 #include "diode/sha256.h"
@@ -165,6 +168,86 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
+// Finds mapping keys that appear twice. yaml-cpp keeps both pairs and `n[key]`
+// answers the first, so `priority: 1` followed by `priority: 1000` would
+// silently mean 1: a manifest that does not say one thing is refused instead.
+// Runs on the parser's event stream, not on the node tree: aliases stay single
+// events there, so an alias bomb cannot make this walk explode.
+class DuplicateKeyFinder : public YAML::EventHandler {
+ public:
+  explicit DuplicateKeyFinder(Checker& c) : c_(c) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, "~", true); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, {}, false); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string& value) override {
+    node(mark, value, true);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    std::string path = child_path();
+    node(mark, {}, false);
+    push(false, std::move(path));
+  }
+  void OnSequenceEnd() override { stack_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    std::string path = child_path();
+    node(mark, {}, false);
+    push(true, std::move(path));
+  }
+  void OnMapEnd() override { stack_.pop_back(); }
+
+ private:
+  struct Frame {
+    bool is_map = false;
+    std::string path;
+    size_t index = 0;         // sequence: next element; map: events seen (even = key)
+    std::string current_key;  // map: the key whose value comes next
+    std::map<std::string, YAML::Mark> keys;
+  };
+
+  void push(bool is_map, std::string path) {
+    Frame f;
+    f.is_map = is_map;
+    f.path = std::move(path);
+    stack_.push_back(std::move(f));
+  }
+
+  // The dotted path of the node that starts now, for error messages.
+  std::string child_path() const {
+    if (stack_.empty()) return {};
+    const Frame& f = stack_.back();
+    if (!f.is_map) return f.path + "[" + std::to_string(f.index) + "]";
+    if (f.index % 2 == 0) return f.path + (f.path.empty() ? "" : ".") + "?";  // a complex key
+    return f.path.empty() ? f.current_key : f.path + "." + f.current_key;
+  }
+
+  // Every node start (scalar, alias, null, collection) passes here once, at the
+  // level it belongs to. Only scalar keys can be compared; complex keys are
+  // refused by the schema anyway.
+  void node(const YAML::Mark& mark, const std::string& scalar, bool is_scalar) {
+    if (stack_.empty()) return;
+    Frame& f = stack_.back();
+    if (!f.is_map) {
+      ++f.index;
+      return;
+    }
+    if (f.index++ % 2 != 0) return;  // a value
+    f.current_key = is_scalar ? scalar : "?";
+    if (!is_scalar) return;
+    auto [it, fresh] = f.keys.emplace(scalar, mark);
+    if (!fresh) {
+      std::string field = f.path.empty() ? scalar : f.path + "." + scalar;
+      c_.error(mark, field,
+               "duplicate key (first at line " + std::to_string(it->second.line + 1) + ", column " +
+                   std::to_string(it->second.column + 1) + ")");
+    }
+  }
+
+  Checker& c_;
+  std::vector<Frame> stack_;
+};
+
 void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
   if (!c.mapping(n, "hardware", {"vendor", "device_name", "compute_capability", "min_memory_gib"}, {"device_name"}))
     return;
@@ -313,6 +396,17 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
                          ": (yaml): " + e.msg});
   }
   Checker c(path);
+  {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DuplicateKeyFinder dups(c);
+    try {
+      while (parser.HandleNextDocument(dups)) {
+      }
+    } catch (const YAML::Exception&) {
+      // YAML::Load above parsed the same text; nothing new to report.
+    }
+  }
   Manifest m;
   m.path = path;
   m.content_sha256 = to_hex(sha256(text));

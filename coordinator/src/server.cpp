@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "diode/hardware.h"
+#include "diode/hardware_plausibility.h"
 #include "diode/wire.h"
 
 namespace diode::fleet {
@@ -98,10 +99,20 @@ void Server::run(const std::atomic<bool>& stop) {
         std::string identity = f[0];
         ++stats_.requests;
         // Envelope: identity, empty delimiter, protocol, command, request id, args...
-        Frames req;
-        if (f.size() >= 2 && f[1].empty()) req.assign(f.begin() + 2, f.end());
-        else req.assign(f.begin() + 1, f.end());
+        // The delimiter is required (docs/protocol.md): a request without it is
+        // answered ERR bad_frame and never reaches a handler, so there is one
+        // framing to reason about, not two.
         Frames rep;
+        if (f.size() < 2 || !f[1].empty()) {
+          ++stats_.bad_frames;
+          std::string rid = f.size() > 3 && f[1] == kCoordProto && is_token(f[3]) ? f[3] : "";
+          outbox.emplace_back(std::move(identity),
+                              error(rid, "bad_frame",
+                                    "missing the empty delimiter frame: expected [\"\", \"DIODE-COORD/1\", "
+                                    "COMMAND, request_id, ...]"));
+          continue;
+        }
+        Frames req(f.begin() + 2, f.end());
         store_.savepoint();
         try {
           rep = handle(req, peer_key, now);
@@ -167,6 +178,10 @@ Frames Server::on_register(const Frames& req, const std::string& peer_key, int64
   } catch (const std::exception& e) {
     return error(rid, "bad_frame", std::string("hardware: ") + e.what());
   }
+  // The hub would refuse this worker's shards anyway; refuse it here, before
+  // it can lease work it could never deliver.
+  if (std::string why = implausible_hardware(hw); !why.empty())
+    return error(rid, "bad_frame", "hardware." + why);
   auto existing = store_.worker(name);
   if (existing && existing->public_key != peer_key) {
     spdlog::warn("key {} tried to register worker {} owned by another key", peer_key, name);
@@ -250,8 +265,14 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     if (!is_token(lease) || !is_token(shard, 128) || !valid_sha256_hex(sha) || !parse_count(req[7], records) ||
         (hub != "stored" && hub != "duplicate" && hub != "conflict"))
       return error(rid, "bad_frame", "COMPLETE: bad lease id, shard id, sha256 (64 lower-case hex), record count or hub result");
-    auto r = store_.complete(worker_id, lease, sha, records, hub, now);
+    auto r = store_.complete(worker_id, lease, shard, sha, records, hub, now);
     if (r == CompleteResult::unknown_lease) return error(rid, "unknown_lease", "no such lease for this worker");
+    if (r == CompleteResult::wrong_shard) {
+      ++stats_.refused_completions;
+      spdlog::warn("worker {} sent COMPLETE for shard {} on lease {}, which was issued for another shard", worker_id,
+                   shard, lease);
+      return error(rid, "wrong_shard", "lease " + lease + " was not issued for shard " + shard);
+    }
     if (r == CompleteResult::duplicate) {
       ++stats_.duplicates;
       return reply("COMPLETE-OK", rid, {"duplicate"});

@@ -28,6 +28,7 @@ struct ServerConfig {
 
 struct ServerStats {
   uint64_t requests = 0, bad_frames = 0, leases = 0, completions = 0, duplicates = 0, failures = 0, expired = 0;
+  uint64_t refused_completions = 0;  // COMPLETE naming another shard than its lease
 };
 
 class Server {

@@ -282,8 +282,9 @@ std::optional<int64_t> Store::extend(const std::string& worker_id, const std::st
   return deadline_ms;
 }
 
-CompleteResult Store::complete(const std::string& worker_id, const std::string& lease_id, const std::string& sha,
-                               int64_t records, const std::string& hub_result, int64_t now_ms) {
+CompleteResult Store::complete(const std::string& worker_id, const std::string& lease_id,
+                               const std::string& claimed_shard_id, const std::string& sha, int64_t records,
+                               const std::string& hub_result, int64_t now_ms) {
   std::string shard_id;
   {
     Stmt& s = stmt("SELECT shard_id FROM leases WHERE id=? AND worker_id=?");
@@ -292,6 +293,10 @@ CompleteResult Store::complete(const std::string& worker_id, const std::string& 
     if (!s.step()) return CompleteResult::unknown_lease;
     shard_id = s.text(0);
   }
+  // The hash and record count describe the shard the agent pushed, named in the
+  // request; they may only land on that shard, and only through a lease issued
+  // for it.
+  if (shard_id != claimed_shard_id) return CompleteResult::wrong_shard;
   // The shard flips to done once; every later completion (a re-leased copy, a
   // retried COMPLETE whose reply was lost) is a duplicate and counts nothing.
   // A completion on a lease that already expired is still accepted if the shard

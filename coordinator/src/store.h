@@ -33,7 +33,9 @@ struct WorkerRow {
   std::string hardware_msgpack;
 };
 
-enum class CompleteResult { accepted, duplicate, unknown_lease };
+// wrong_shard: the lease exists but was issued for another shard than the one
+// the COMPLETE names; nothing changes.
+enum class CompleteResult { accepted, duplicate, unknown_lease, wrong_shard };
 enum class FailResult { retry, failed, stale };
 
 class Store {
@@ -71,8 +73,13 @@ class Store {
   // Extends the lease if it is still the shard's current lease held by the
   // worker; returns the new deadline, or nullopt if the lease was lost.
   std::optional<int64_t> extend(const std::string& worker_id, const std::string& lease_id, int64_t deadline_ms);
-  CompleteResult complete(const std::string& worker_id, const std::string& lease_id, const std::string& sha256_hex,
-                          int64_t records, const std::string& hub_result, int64_t now_ms);
+  // Completes the shard `shard_id` on the worker's lease `lease_id`. The lease
+  // must have been issued to this worker *for this shard*: a lease on shard A
+  // cannot finish shard B (wrong_shard), or a worker could mark shards done
+  // that it never ran, with a made-up hash.
+  CompleteResult complete(const std::string& worker_id, const std::string& lease_id, const std::string& shard_id,
+                          const std::string& sha256_hex, int64_t records, const std::string& hub_result,
+                          int64_t now_ms);
   FailResult fail(const std::string& worker_id, const std::string& lease_id, const std::string& reason,
                   int64_t now_ms);
   // Hands a lease back without counting the attempt (graceful shutdown).

@@ -131,3 +131,35 @@ TEST(Expand, GridAndExplicit) {
   EXPECT_EQ(probs[1].op, "bmm");
   EXPECT_EQ(probs[1].batch, 2u);
 }
+
+// Issue 16, item 6: two `priority:` lines passed validation (yaml-cpp keeps
+// both pairs and answers the first). A duplicate key anywhere is an error with
+// its position, like every other manifest error.
+TEST(Manifest, DuplicateKeysAreRefused) {
+  auto errs = errors_of(std::string(kGood) + "priority: 1\npriority: 1000\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:16:1: priority: duplicate key (first at line 15, column 1)");
+
+  std::string nested = kGood;
+  nested.replace(nested.find("  seed: 7\n"), 10, "  seed: 7\n  seed: 8\n");
+  errs = errors_of(nested);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:13:3: sweep.seed: duplicate key (first at line 12, column 3)");
+
+  std::string flow = kGood;
+  flow.replace(flow.find("hardware:\n  device_name: \"H100\"\n  compute_capability: \"9.0\"\n"), 60,
+               "hardware: {device_name: \"H100\", device_name: \"A100\"}\n");
+  errs = errors_of(flow);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("m.yaml:4:33: hardware.device_name: duplicate key"), std::string::npos) << errs[0];
+
+  // Inside a list of mappings, and quoted spellings of the same key.
+  std::string grid = kGood;
+  grid.replace(grid.find("distribution: lognormal"), 23, "distribution: lognormal\n    'distribution': grid");
+  errs = errors_of(grid);
+  ASSERT_GE(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("m.yaml:15:5: sweep.shapes.distribution: duplicate key"), std::string::npos) << errs[0];
+
+  // Equal values under different keys are fine; aliases are not expanded.
+  EXPECT_TRUE(errors_of(std::string(kGood) + "priority: &p 5\nmax_attempts: *p\n").empty());
+}

@@ -151,3 +151,74 @@ TEST_F(ServerTest, WorkerIsBoundToItsKey) {
   auto ask = call(b, {kCoordProto, "ASK", "r3", "node/gpu0"});
   EXPECT_EQ((*ask)[2], "forbidden");
 }
+
+// Issue 16, item 4, against the running server: an agent holding a lease on
+// shard A sends COMPLETE naming shard B. Before the fix it got "accepted" and A
+// was marked done with the made-up hash.
+TEST_F(ServerTest, CompleteForAnotherShardIsRefused) {
+  auto s = client(good);
+  ASSERT_EQ((*call(s, {kCoordProto, "REGISTER", "r1", "node/gpu0", h100(), "replay", "t"}))[0], "WELCOME");
+  auto lease = call(s, {kCoordProto, "ASK", "r2", "node/gpu0"});
+  ASSERT_TRUE(lease);
+  ASSERT_EQ((*lease)[0], "LEASE");
+  ASSERT_EQ((*lease)[3], "t/s000000");
+  std::string sha(64, 'c');
+  auto forged = call(s, {kCoordProto, "COMPLETE", "r3", "node/gpu0", (*lease)[2], "t/s000001", sha, "12", "stored"});
+  ASSERT_TRUE(forged);
+  EXPECT_EQ((*forged)[0], "ERR");
+  EXPECT_EQ((*forged)[2], "wrong_shard");
+  EXPECT_EQ(server->stats().refused_completions, 1u);
+  auto st = nlohmann::json::parse((*call(s, {kCoordProto, "STATUS", "r4"}))[2]);
+  EXPECT_EQ(st["manifests"][0]["done"], 0);
+  EXPECT_EQ(st["manifests"][0]["leased"], 1);
+  // The lease still completes the shard it was issued for.
+  auto real = call(s, {kCoordProto, "COMPLETE", "r5", "node/gpu0", (*lease)[2], "t/s000000", sha, "12", "stored"});
+  EXPECT_EQ((*real)[2], "accepted");
+}
+
+// Requests must carry the empty delimiter frame. Before the fix a request
+// without it was served as if it had one.
+TEST_F(ServerTest, RequestsWithoutDelimiterAreRefused) {
+  auto s = client(good);
+  auto raw = [&](const Frames& f) -> std::optional<Frames> {
+    send_frames(s, f);
+    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 1, std::chrono::milliseconds(3000)) == 0) return std::nullopt;
+    return recv_frames(s, true);
+  };
+  for (const Frames& f : std::vector<Frames>{{kCoordProto, "STATUS", "r1"},
+                                             {kCoordProto, "REGISTER", "r2", "node/gpu0", h100(), "replay", "t"},
+                                             {"x"},
+                                             {""}}) {
+    auto r = raw(f);
+    ASSERT_TRUE(r) << "no reply to a request of " << f.size() << " frames without delimiter";
+    // The reply itself is well framed: [empty, protocol, ERR, request id, code, message].
+    ASSERT_EQ(r->size(), 6u);
+    EXPECT_EQ((*r)[0], "");
+    EXPECT_EQ((*r)[2], "ERR");
+    EXPECT_EQ((*r)[4], "bad_frame");
+    if (f.size() > 1) {
+      EXPECT_EQ((*r)[3], f[2]);  // the request id is echoed when there is one
+      EXPECT_NE((*r)[5].find("delimiter"), std::string::npos) << (*r)[5];
+    }
+  }
+  // Nothing was registered by the undelimited REGISTER, and serving goes on.
+  EXPECT_EQ((*call(s, {kCoordProto, "ASK", "r3", "node/gpu0"}))[2], "unknown_worker");
+  EXPECT_EQ((*call(s, {kCoordProto, "STATUS", "r4"}))[0], "STATUS-OK");
+}
+
+// Issue 16, item 5: a worker claiming absurd hardware is not registered.
+TEST_F(ServerTest, ImplausibleHardwareIsNotRegistered) {
+  auto s = client(good);
+  HardwareId h = wire::decode_hardware(h100());
+  h.memory_bytes = 8589934592ull << 30;
+  auto r = call(s, {kCoordProto, "REGISTER", "r1", "node/gpu0", wire::encode(h), "replay", "t"});
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[2], "bad_frame");
+  EXPECT_NE((*r)[3].find("memory_bytes"), std::string::npos) << (*r)[3];
+  h = wire::decode_hardware(h100());
+  h.device_name = "../../etc";
+  r = call(s, {kCoordProto, "REGISTER", "r2", "node/gpu0", wire::encode(h), "replay", "t"});
+  EXPECT_EQ((*r)[2], "bad_frame");
+  EXPECT_EQ((*call(s, {kCoordProto, "ASK", "r3", "node/gpu0"}))[2], "unknown_worker");
+}

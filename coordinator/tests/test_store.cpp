@@ -67,10 +67,10 @@ TEST_F(StoreTest, LeaseCompleteExpireFail) {
     EXPECT_EQ(b2->attempt, 2);
     // The late completion of the old lease wins; the new holder loses its lease
     // and its completion is a duplicate.
-    EXPECT_EQ(s.complete("w2", b->lease_id, kSha, 10, "stored", 1160), CompleteResult::accepted);
+    EXPECT_EQ(s.complete("w2", b->lease_id, b->shard_id, kSha, 10, "stored", 1160), CompleteResult::accepted);
     EXPECT_FALSE(s.extend("w1", b2->lease_id, 1300));
-    EXPECT_EQ(s.complete("w1", b2->lease_id, kSha, 10, "duplicate", 1170), CompleteResult::duplicate);
-    EXPECT_EQ(s.complete("w1", "nope", kSha, 10, "stored", 1170), CompleteResult::unknown_lease);
+    EXPECT_EQ(s.complete("w1", b2->lease_id, b2->shard_id, kSha, 10, "duplicate", 1170), CompleteResult::duplicate);
+    EXPECT_EQ(s.complete("w1", "nope", b->shard_id, kSha, 10, "stored", 1170), CompleteResult::unknown_lease);
     // a fails twice (max_attempts 2) and is then failed for good.
     EXPECT_EQ(s.fail("w1", a->lease_id, "runner crashed", 1180), FailResult::retry);
     auto a2 = s.lease_next("w2", {"t"}, 1190, 100);
@@ -112,5 +112,26 @@ TEST_F(StoreTest, ReleaseDoesNotCountAnAttempt) {
   // Expiry past max_attempts marks the shard failed.
   EXPECT_EQ(s.expire(1000), 1);
   EXPECT_EQ(s.status(1000, 10)["manifests"][0]["failed"], 1);
+  s.commit();
+}
+
+// Issue 16, item 4: a lease on shard A cannot complete shard B. Before the fix
+// Store::complete ignored the shard id and marked A done with B's made-up hash.
+TEST_F(StoreTest, CompleteNamingAnotherShardIsRefused) {
+  Manifest m = small_manifest();
+  Store s(path, false);
+  s.begin();
+  s.add_manifest(m, expand_shards(m), 0, nullptr);
+  s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
+  auto a = s.lease_next("w1", {"t"}, 0, 100);
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->shard_id, "t/s000000");
+  EXPECT_EQ(s.complete("w1", a->lease_id, "t/s000001", kSha, 10, "stored", 10), CompleteResult::wrong_shard);
+  auto st = s.status(20, 1000)["manifests"][0];
+  EXPECT_EQ(st["done"], 0);
+  EXPECT_EQ(st["leased"], 1);  // A is still leased and can be completed for real
+  EXPECT_TRUE(s.extend("w1", a->lease_id, 200));
+  EXPECT_EQ(s.complete("w1", a->lease_id, a->shard_id, kSha, 10, "stored", 30), CompleteResult::accepted);
+  EXPECT_EQ(s.status(40, 1000)["manifests"][0]["done"], 1);
   s.commit();
 }

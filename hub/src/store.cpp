@@ -91,6 +91,16 @@ CREATE TABLE IF NOT EXISTS shards(
   records INTEGER NOT NULL,
   created_ms INTEGER NOT NULL,
   received_ms INTEGER NOT NULL);
+-- First use binds a contributor name to the key that signed its first stored
+-- contribution; other keys are refused that name (docs/api.md).
+CREATE TABLE IF NOT EXISTS contributors(
+  name TEXT PRIMARY KEY,
+  public_key TEXT NOT NULL,
+  bound_ms INTEGER NOT NULL);
+-- Stores from before the table existed: each name goes to the key of its
+-- earliest contribution (a bare column next to MIN() comes from the MIN row).
+INSERT OR IGNORE INTO contributors(name, public_key, bound_ms)
+  SELECT contributor_name, contributor_key, MIN(received_ms) FROM contributions GROUP BY contributor_name;
 CREATE INDEX IF NOT EXISTS shards_by_hardware ON shards(hardware_key, source);
 CREATE INDEX IF NOT EXISTS shards_by_segment ON shards(segment, offset);
 )sql";
@@ -253,7 +263,9 @@ void Store::commit(std::vector<Job*>& batch) {
   const uint64_t received = now_ms();
   // Pass 1: decide every shard against the catalog and the batch itself.
   auto lookup = db_->prepare("SELECT sha256 FROM shards WHERE id = ?1");
+  auto lookup_name = db_->prepare("SELECT public_key FROM contributors WHERE name = ?1");
   std::map<std::string, Sha256Digest> in_batch;
+  std::map<std::string, std::string> names_in_batch;  // bound by a credited job of this batch
   std::set<std::string> new_hardware;
   struct Placed {
     IncomingShard* s;
@@ -264,11 +276,28 @@ void Store::commit(std::vector<Job*>& batch) {
   std::vector<Placed> placed;
   for (Job* job : batch) {
     job->results.assign(job->shards.size(), PutResult::not_attempted);
+    job->contribution_rejected = job->name_taken = job->credited = false;
+    if (job->contribution) {
+      const auto& c = *job->contribution;
+      std::optional<std::string> bound;
+      if (auto b = names_in_batch.find(c.contributor_name); b != names_in_batch.end()) {
+        bound = b->second;
+      } else {
+        lookup_name.reset();
+        lookup_name.bind(1, c.contributor_name);
+        if (lookup_name.step()) bound = lookup_name.text(0);
+      }
+      if (bound && *bound != c.contributor_key) {
+        job->contribution_rejected = job->name_taken = true;
+        continue;
+      }
+    }
     // Shards this job would store; merged into in_batch unless the job is rejected.
     std::map<std::string, Sha256Digest> job_local;
     for (size_t i = 0; i < job->shards.size(); ++i) {
       auto& s = job->shards[i];
-      if (!known_hardware_.count(s.hardware_key) && !new_hardware.count(s.hardware_key) && !opts_.allow_new_hardware) {
+      if (!known_hardware_.count(s.hardware_key) && !new_hardware.count(s.hardware_key) &&
+          (!opts_.allow_new_hardware || (opts_.admit_new_hardware && !opts_.admit_new_hardware(s.hardware)))) {
         job->results[i] = PutResult::unknown_hardware;
         continue;
       }
@@ -297,6 +326,10 @@ void Store::commit(std::vector<Job*>& batch) {
       for (auto r : job->results) reject |= (r == PutResult::conflict || r == PutResult::unknown_hardware);
     job->contribution_rejected = reject;
     if (reject) continue;
+    if (job->contribution) {
+      for (auto r : job->results) job->credited |= (r == PutResult::stored);
+      if (job->credited) names_in_batch.emplace(job->contribution->contributor_name, job->contribution->contributor_key);
+    }
     for (size_t i = 0; i < job->shards.size(); ++i) {
       if (job->results[i] != PutResult::stored) continue;
       auto& s = job->shards[i];
@@ -343,6 +376,8 @@ void Store::commit(std::vector<Job*>& batch) {
   try {
     db_->exec("BEGIN IMMEDIATE");
     auto ins_hw = db_->prepare("INSERT OR IGNORE INTO hardware(key, hardware_json, first_seen_ms) VALUES (?1, ?2, ?3)");
+    auto bind_name = db_->prepare(
+        "INSERT OR IGNORE INTO contributors(name, public_key, bound_ms) VALUES (?1, ?2, ?3)");
     auto ins_contrib = db_->prepare(
         "INSERT OR IGNORE INTO contributions(id, contributor_key, contributor_name, signed_ms, received_ms, "
         "hardware_key, shards, records) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -355,16 +390,25 @@ void Store::commit(std::vector<Job*>& batch) {
       ins_hw.step();
     }
     for (Job* job : batch) {
-      if (!job->contribution || job->contribution_rejected) continue;
+      if (!job->credited) continue;
       const auto& c = *job->contribution;
-      uint64_t records = 0;
-      for (const auto& s : job->shards) records += s.records;
+      // Credit only what this contribution added: a re-packed copy of stored
+      // data must not show up as someone's contribution.
+      uint64_t shards = 0, records = 0;
+      for (size_t i = 0; i < job->shards.size(); ++i)
+        if (job->results[i] == PutResult::stored) {
+          ++shards;
+          records += job->shards[i].records;
+        }
       ins_contrib.reset();
       ins_contrib.bind(1, c.id).bind(2, c.contributor_key).bind(3, c.contributor_name);
       ins_contrib.bind(4, static_cast<int64_t>(c.signed_ms)).bind(5, static_cast<int64_t>(received));
-      ins_contrib.bind(6, c.hardware_key).bind(7, static_cast<int64_t>(job->shards.size()));
+      ins_contrib.bind(6, c.hardware_key).bind(7, static_cast<int64_t>(shards));
       ins_contrib.bind(8, static_cast<int64_t>(records));
       ins_contrib.step();
+      bind_name.reset();
+      bind_name.bind(1, c.contributor_name).bind(2, c.contributor_key).bind(3, static_cast<int64_t>(received));
+      bind_name.step();
     }
     for (auto& p : placed) {
       const auto& s = *p.s;
@@ -495,6 +539,14 @@ std::optional<ContributionInfo> Store::contribution(const std::string& id) const
   c.signed_ms = static_cast<uint64_t>(st.int64(3));
   c.hardware_key = st.text(4);
   return c;
+}
+
+std::optional<std::string> Store::contributor_key(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  auto st = rdb_->prepare("SELECT public_key FROM contributors WHERE name = ?1");
+  st.bind(1, name);
+  if (!st.step()) return std::nullopt;
+  return st.text(0);
 }
 
 nlohmann::json Store::contributions(const std::string& hw) const {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,7 @@ struct IncomingShard {
   Sha256Digest sha256{};
   std::string hardware_key;
   std::string hardware_json;  // recorded the first time the key is seen
+  HardwareId hardware;        // for Options::admit_new_hardware
   std::string producer;       // producer.name
   std::string agent_key;      // the CURVE key that pushed it (agents), else empty
   Source source = Source::agent;
@@ -82,6 +84,9 @@ class Store {
     // Read-only: no schema changes, no recovery, no writes. Safe next to a
     // running hub (readers only ever follow catalog rows, never segment tails).
     bool read_only = false;
+    // If set, a shard of unseen hardware is stored only if this says yes (the
+    // hub asks its manifests: --manifests); otherwise it is unknown_hardware.
+    std::function<bool(const HardwareId&)> admit_new_hardware = nullptr;
   };
 
   // Opens (creating if needed) and recovers the store. Throws on failure.
@@ -90,11 +95,20 @@ class Store {
 
   // One logical unit of a batch: its shards are stored together or, for a
   // contribution (atomic), not at all if any of them conflicts.
+  //
+  // Contributor names are bound to keys on first use: the first contribution
+  // stored under a name binds it to the key that signed it, and a contribution
+  // under that name signed by any other key is refused whole (name_taken).
+  // A contribution is credited - gets a row in `contributions`, and binds its
+  // name - only if it stores at least one new shard; that row counts only the
+  // shards (and records) it added, never duplicates.
   struct Job {
     std::vector<IncomingShard> shards;
     std::optional<ContributionInfo> contribution;
     std::vector<PutResult> results;  // filled by commit()
-    bool contribution_rejected = false;
+    bool contribution_rejected = false;  // nothing of the contribution was stored
+    bool name_taken = false;             // rejected: the name is bound to another key
+    bool credited = false;               // a contribution row was written
   };
 
   // Durably stores the batch (see the protocol above) and fills each job's
@@ -116,6 +130,8 @@ class Store {
                   std::vector<std::string>* sources = nullptr) const;
   StoreTotals totals() const;
   std::optional<ContributionInfo> contribution(const std::string& id) const;
+  // The key a contributor name is bound to (hex Ed25519), if it has one.
+  std::optional<std::string> contributor_key(const std::string& name) const;
   // Provenance of every contribution to one hardware, oldest first, as JSON
   // objects {id, contributor_name, contributor_key, signed_ms, received_ms, shards, records}.
   nlohmann::json contributions(const std::string& hardware_key) const;

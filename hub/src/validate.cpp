@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "diode/hardware.h"
+#include "diode/hardware_plausibility.h"
 #include "diode/json.h"
 #include "diode/wire.h"
 
@@ -50,6 +51,10 @@ void check_plausible(const Shard& s, uint64_t now_ms, const Plausibility& rules)
 IncomingShard admit_decoded(const Shard& s, std::string bytes, Source source, uint64_t now_ms,
                             const Plausibility& rules) {
   check_plausible(s, now_ms, rules);
+  // Before a hardware key is derived from it: the key may be new, and new keys
+  // come only from fingerprints that a real device could have.
+  if (std::string why = implausible_hardware(s.hardware); !why.empty())
+    throw Rejection("invalid_shard", "shard.hardware." + why);
   IncomingShard in;
   try {
     in.hardware_key = hardware_key(s.hardware);
@@ -61,6 +66,7 @@ IncomingShard admit_decoded(const Shard& s, std::string bytes, Source source, ui
   in.id = s.id;
   in.sha256 = s.sha256;
   in.hardware_json = to_json(s.hardware).dump();
+  in.hardware = s.hardware;
   in.producer = s.producer.name;
   in.source = source;
   in.records = s.records.size();

@@ -161,6 +161,8 @@ class HubProcess {
     return status;
   }
   bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
+  void add_arg(std::string a) { args_.push_back(std::move(a)); }
   int http_port() const { return http_port_; }
 
  private:

@@ -18,6 +18,11 @@
 #include "store.h"
 #include "support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 namespace fs = std::filesystem;
 using namespace diode;
 using namespace diode::hub;
@@ -32,7 +37,7 @@ struct HubFixture {
   tk::Keys keys;
   std::unique_ptr<HubProcess> hub;
 
-  explicit HubFixture(const std::string& name, size_t clients = 4) {
+  explicit HubFixture(const std::string& name, size_t clients = 4, std::vector<std::string> extra = {}) {
     dir = (fs::temp_directory_path() / ("diode-hubproc-" + name + "-" + std::to_string(::getpid()))).string();
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -46,6 +51,7 @@ struct HubFixture {
                                  keys.server_file, "--allowlist", keys.allowlist_file, "--write-token-file",
                                  dir + "/token", "--ready-file", ready, "--max-frame-bytes", std::to_string(4u << 20),
                                  "--log-level", "warn", "--workers", "2"});
+    for (auto& e : extra) hub->add_arg(std::move(e));
   }
   ~HubFixture() {
     hub.reset();
@@ -53,6 +59,74 @@ struct HubFixture {
   }
   void start() { hub->start(ready); }
 };
+
+// A raw TCP connection for hostile HTTP: it sends exactly the bytes a test
+// gives it, as slowly as the test likes.
+class RawHttp {
+ public:
+  explicit RawHttp(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      throw std::runtime_error("connect to the hub failed");
+  }
+  ~RawHttp() { ::close(fd_); }
+  RawHttp(const RawHttp&) = delete;
+  RawHttp& operator=(const RawHttp&) = delete;
+
+  // False once the hub has closed or reset the connection.
+  bool send(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // What arrives until the hub closes the connection or timeout_ms pass.
+  std::string read_until_close(int timeout_ms) {
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return out;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        return out;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  bool closed() const { return closed_; }
+  // The status code of a response ("HTTP/1.1 413 ..."), or 0.
+  static int status(const std::string& response) {
+    if (response.size() < 12 || response.compare(0, 5, "HTTP/") != 0) return 0;
+    return std::atoi(response.c_str() + 9);
+  }
+
+ private:
+  int fd_;
+  bool closed_ = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+uint64_t rss_bytes(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
 
 }  // namespace
 
@@ -268,6 +342,329 @@ TEST(HubProcess, HttpApi) {
     EXPECT_NE(res->body.find(m), std::string::npos) << m << "\n" << res->body;
 
   EXPECT_EQ(f.hub->kill(SIGTERM), 0);
+}
+
+// Issue 16, item 3, against the running hub: (a) a new key uploading as
+// "alice" after alice's key contributed is refused 403 and stores nothing;
+// (b) re-packing an already stored dataset (a different body, so a different
+// contribution id) is answered 200 "duplicate" and adds no contribution row.
+// Before the fix (a) got 201 and (b) a new row crediting every shard.
+TEST(HubProcess, ContributorIdentityAndDuplicateCredit) {
+  HubFixture f("identity");
+  f.start();
+  const std::string hw = hardware_key(tk::test_hardware());
+  httplib::Client http("127.0.0.1", f.hub->http_port());
+  http.set_read_timeout(30, 0);
+  auto upload = [&](const bundle::PrivateKey& key, const std::string& name, const std::string& body) {
+    httplib::Headers h{{"Authorization", "Bearer " + f.token}};
+    for (const auto& [k, v] : sign_contribution(key.to_pem(), name, body, tk::wall_ms())) h.emplace(k, v);
+    auto r = http.Post("/v1/contributions", h, body, "application/gzip");
+    if (!r) throw std::runtime_error("no HTTP answer");
+    return *r;
+  };
+  auto contributions = [&] {
+    auto r = http.Get("/v1/datasets/" + hw + "/stats?community=include");
+    return nlohmann::json::parse(r->body)["contributions"];
+  };
+  auto alice = bundle::PrivateKey::generate(), mallory = bundle::PrivateKey::generate();
+  const Dataset first{hw, {tk::make_shard("c-1", 50, 1), tk::make_shard("c-2", 50, 2)}};
+  auto r = upload(alice, "alice", gz::compress(wire::encode(first)));
+  ASSERT_EQ(r.status, 201) << r.body;
+
+  // (a) Another key as "alice", with new data.
+  const std::string third = gz::compress(wire::encode(Dataset{hw, {tk::make_shard("c-3", 50, 3)}}));
+  r = upload(mallory, "alice", third);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"], "forbidden");
+  EXPECT_EQ(contributions().size(), 1u);
+  // The same data under mallory's own name is fine.
+  r = upload(mallory, "mallory", third);
+  EXPECT_EQ(r.status, 201) << r.body;
+
+  // (b) The first dataset again, uncompressed this time: a new body and id.
+  r = upload(mallory, "mallory", wire::encode(first));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["status"], "duplicate");
+  EXPECT_EQ(j["stored"], 0);
+  EXPECT_EQ(j["duplicate"], 2);
+  auto rows = contributions();
+  ASSERT_EQ(rows.size(), 2u);  // alice's and mallory's c-3, nothing for the copy
+  // Partly new data: credited with the new shard only.
+  r = upload(alice, "alice", gz::compress(wire::encode(Dataset{hw, {first.shards[0], tk::make_shard("c-4", 30, 4)}})));
+  ASSERT_EQ(r.status, 201) << r.body;
+  rows = contributions();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]["contributor_name"], "alice");
+  EXPECT_EQ(rows[2]["shards"], 1);
+  EXPECT_EQ(rows[2]["records"], 30);
+
+  // The binding survives a restart.
+  ASSERT_EQ(f.hub->kill(SIGTERM), 0);
+  f.start();
+  httplib::Client again("127.0.0.1", f.hub->http_port());
+  httplib::Headers h{{"Authorization", "Bearer " + f.token}};
+  const std::string body = gz::compress(wire::encode(Dataset{hw, {tk::make_shard("c-5", 50, 5)}}));
+  for (const auto& [k, v] : sign_contribution(mallory.to_pem(), "alice", body, tk::wall_ms())) h.emplace(k, v);
+  auto r2 = again.Post("/v1/contributions", h, body, "application/gzip");
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->status, 403) << r2->body;
+  auto m = again.Get("/metrics");
+  EXPECT_NE(m->body.find("diode_hub_rejects_total{reason=\"forbidden\"} 1"), std::string::npos) << m->body;
+}
+
+// Issue 16, item 2: bodies are bounded and authorised before they are read,
+// chunked ones included. Before the fix a token-less chunked upload was read
+// whole into memory before its 401, and a 300 MiB Content-Length with 3 bytes
+// sent waited 30 s for its 413.
+TEST(HubProcess, HttpBodiesAreRefusedBeforeTheyAreRead) {
+  HubFixture f("bodies", 4, {"--http-max-body-bytes", std::to_string(1u << 20)});
+  f.start();
+  const int port = f.hub->http_port();
+  const std::string auth = "Authorization: Bearer " + f.token + "\r\n";
+  auto head = [](const std::string& path, const std::string& extra) {
+    return "POST " + path + " HTTP/1.1\r\nHost: hub\r\nContent-Type: application/gzip\r\n" + extra + "\r\n";
+  };
+  const std::string mib(1u << 20, 'x');
+  auto chunk = [](const std::string& data) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    return size + data + "\r\n";
+  };
+
+  // No token, chunked: 401 on the headers alone; what follows is never stored.
+  {
+    const uint64_t rss_before = rss_bytes(f.hub->pid());
+    RawHttp c(port);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(c.send(head("/v1/contributions", "Transfer-Encoding: chunked\r\n")));
+    // The answer comes before any chunk is sent.
+    std::string r = c.read_until_close(300);
+    EXPECT_EQ(RawHttp::status(r), 401) << r;
+    EXPECT_LT(seconds_since(t0), 2.0);
+    // 300 MiB of chunks: the hub discards them for a few seconds, then hangs up.
+    for (int i = 0; i < 300 && c.send(chunk(mib)); ++i) {
+    }
+    EXPECT_LT(rss_bytes(f.hub->pid()), rss_before + (64u << 20)) << "the hub buffered the refused body";
+  }
+  // Too long by its Content-Length, 3 bytes sent: 413 at once, not after a timeout.
+  {
+    RawHttp c(port);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(c.send(head("/v1/contributions", auth + "Content-Length: " + std::to_string(300u << 20) + "\r\n") + "abc"));
+    std::string r = c.read_until_close(5000);
+    EXPECT_EQ(RawHttp::status(r), 413) << r;
+    EXPECT_LT(seconds_since(t0), 2.0);
+  }
+  // No token and a huge Content-Length: 401, nothing read.
+  {
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", "Content-Length: " + std::to_string(300u << 20) + "\r\n")));
+    EXPECT_EQ(RawHttp::status(c.read_until_close(2000)), 401);
+  }
+  // With the token, chunked past the limit: 413 once 1 MiB is exceeded.
+  {
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", auth + "Transfer-Encoding: chunked\r\n")));
+    for (int i = 0; i < 3; ++i) c.send(chunk(mib));
+    std::string r = c.read_until_close(5000);
+    EXPECT_EQ(RawHttp::status(r), 413) << r;
+    EXPECT_NE(r.find("too_large"), std::string::npos) << r;
+  }
+  // Bodies on other routes and encoded bodies are refused on their headers.
+  {
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/anything", "Transfer-Encoding: chunked\r\n")));
+    EXPECT_EQ(RawHttp::status(c.read_until_close(2000)), 404);
+  }
+  {
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", auth + "Content-Encoding: gzip\r\nContent-Length: 10\r\n")));
+    EXPECT_EQ(RawHttp::status(c.read_until_close(2000)), 415);
+  }
+  // A client that waits for "100 Continue" gets the refusal instead, so it
+  // never sends the body.
+  {
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", "Expect: 100-continue\r\nContent-Length: 1000\r\n")));
+    std::string r = c.read_until_close(2000);
+    EXPECT_EQ(RawHttp::status(r), 401) << r;
+  }
+  // A real contribution sent chunked is still accepted; so is one sent after
+  // "100 Continue".
+  {
+    auto key = bundle::PrivateKey::generate();
+    const std::string hw = hardware_key(tk::test_hardware());
+    const std::string body = gz::compress(wire::encode(Dataset{hw, {tk::make_shard("chunked-1", 40, 1)}}));
+    std::string extra = auth + "Transfer-Encoding: chunked\r\n";
+    for (const auto& [k, v] : sign_contribution(key.to_pem(), "carol", body, tk::wall_ms())) extra += k + ": " + v + "\r\n";
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", extra) + chunk(body.substr(0, 100)) + chunk(body.substr(100)) + "0\r\n\r\n"));
+    std::string r = c.read_until_close(5000);
+    EXPECT_EQ(RawHttp::status(r), 201) << r;
+  }
+  {
+    auto key = bundle::PrivateKey::generate();
+    const std::string hw = hardware_key(tk::test_hardware());
+    const std::string body = gz::compress(wire::encode(Dataset{hw, {tk::make_shard("expect-1", 40, 2)}}));
+    std::string extra = auth + "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [k, v] : sign_contribution(key.to_pem(), "dave", body, tk::wall_ms())) extra += k + ": " + v + "\r\n";
+    RawHttp c(port);
+    ASSERT_TRUE(c.send(head("/v1/contributions", extra)));
+    EXPECT_EQ(RawHttp::status(c.read_until_close(500)), 100);
+    ASSERT_TRUE(c.send(body));
+    std::string r = c.read_until_close(5000);
+    EXPECT_EQ(RawHttp::status(r), 201) << r;
+  }
+  httplib::Client http("127.0.0.1", port);
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("diode_hub_rejects_total{reason=\"too_large\"} 2"), std::string::npos) << m->body;
+}
+
+// Issue 16, item 1: slow clients trickling header lines. Before the fix 4 of
+// them took all 4 HTTP workers for as long as they kept trickling (every byte
+// restarted the read timeout) and /healthz went unanswered.
+TEST(HubProcess, HttpSlowClientsDoNotStarveHealthz) {
+  HubFixture f("slowloris", 4, {"--http-header-timeout-ms", "3000", "--http-request-timeout-s", "4"});
+  f.start();
+  const int port = f.hub->http_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> done{false};
+  std::atomic<int> cut{0};
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 6; ++i)
+    slow.emplace_back([&] {
+      RawHttp c(port);
+      bool alive = c.send("GET /healthz HTTP/1.1\r\n");
+      while (alive && !done) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        alive = c.send("X-Slow: 1\r\n");
+        if (alive) {
+          c.read_until_close(1);  // notices the hub hanging up
+          alive = !c.closed();
+        }
+      }
+      if (!alive && seconds_since(t0) < 6.0) ++cut;
+    });
+  // A body trickled one byte at a time is cut at the request deadline (4 s).
+  std::thread slow_body([&] {
+    RawHttp c(port);
+    c.send("POST /v1/contributions HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer " + f.token +
+           "\r\nContent-Length: 1000\r\n\r\n");
+    std::string r;
+    for (int i = 0; i < 40 && r.empty(); ++i) {
+      if (!c.send("x")) break;
+      r = c.read_until_close(200);
+    }
+    EXPECT_EQ(RawHttp::status(r), 408) << r;
+    EXPECT_LT(seconds_since(t0), 6.0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  httplib::Client http("127.0.0.1", port);
+  http.set_connection_timeout(1, 0);
+  http.set_read_timeout(1, 0);
+  int answered = 0;
+  while (seconds_since(t0) < 5.0) {
+    const auto t = std::chrono::steady_clock::now();
+    auto r = http.Get("/healthz");
+    ASSERT_TRUE(r) << "/healthz unanswered at " << seconds_since(t0) << " s";
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(seconds_since(t), 1.0);
+    ++answered;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_GE(answered, 10);
+  done = true;
+  for (auto& t : slow) t.join();
+  slow_body.join();
+  EXPECT_EQ(cut.load(), 6) << "slow clients were not cut at the header deadline";
+}
+
+// Issue 16, item 1: the number of connections is bounded. With every worker
+// held by a silent connection, one more is refused at once (503) instead of
+// queueing behind them; once the silent ones reach their header deadline,
+// /healthz is served again.
+TEST(HubProcess, HttpConnectionCountIsBounded) {
+  HubFixture f("connlimit", 4, {"--http-threads", "4", "--http-header-timeout-ms", "2000"});
+  f.start();
+  const int port = f.hub->http_port();
+  std::vector<std::unique_ptr<RawHttp>> silent;
+  for (int i = 0; i < 4; ++i) silent.push_back(std::make_unique<RawHttp>(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    RawHttp c(port);
+    c.send("GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n");
+    std::string r = c.read_until_close(1500);
+    EXPECT_EQ(RawHttp::status(r), 503) << r;
+    EXPECT_NE(r.find("busy"), std::string::npos) << r;
+    EXPECT_LT(seconds_since(t0), 1.0);
+  }
+  for (auto& s : silent) {
+    s->read_until_close(4000);
+    EXPECT_TRUE(s->closed()) << "a silent connection outlived its header deadline";
+  }
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto m = http.Get("/metrics");
+  EXPECT_NE(m->body.find("diode_hub_rejects_total{reason=\"http_busy\"} 1"), std::string::npos) << m->body;
+}
+
+// Issue 16, item 5, against the running hub: an allowlisted agent pushes
+// shards claiming absurd hardware. Before the fix each created a new hardware
+// key (nvidia-h100-8589934592gb, nvidia-etc-80gb). With --manifests, plausible
+// but unrequested hardware gets no key either, while requested hardware does.
+TEST(HubProcess, NewHardwareKeysOnlyFromPlausibleRequestedFingerprints) {
+  const std::string manifest = (fs::temp_directory_path() / ("diode-hw-manifest-" + std::to_string(::getpid()) + ".yaml")).string();
+  io::write_file_atomic(manifest, R"(version: 1
+name: h100-only
+requester: tests
+hardware: {vendor: nvidia, device_name: "H100"}
+sweep: {ops: [mm], dtypes: [float16], problems: 2, problems_per_shard: 1, seed: 1, shapes: {distribution: lognormal}}
+)");
+  HubFixture f("hardware", 4, {"--manifests", manifest});
+  f.start();
+  zmq::context_t ctx;
+  IngestClient c(ctx, f.endpoint, f.keys.clients[0], f.keys.server.public_z85);
+  int n = 0;
+  auto push = [&](const HardwareId& hw) {
+    const std::string rid = "r" + std::to_string(++n);
+    c.push(rid, wire::encode(tk::make_shard("hw-" + std::to_string(n), 20, static_cast<uint64_t>(n), 10, hw)));
+    auto r = c.recv(5000);
+    if (!r) throw std::runtime_error("no reply");
+    return *r;  // [proto, ACK|ERR, rid, ...]
+  };
+  HardwareId huge = tk::test_hardware();
+  huge.memory_bytes = 8589934592ull << 30;
+  auto r = push(huge);
+  EXPECT_EQ(r.at(1), "ERR");
+  EXPECT_EQ(r.at(3), "invalid_shard");
+  EXPECT_NE(r.at(4).find("memory_bytes"), std::string::npos) << r.at(4);
+  HardwareId path = tk::test_hardware("../../etc");
+  r = push(path);
+  EXPECT_EQ(r.at(3), "invalid_shard");
+  EXPECT_NE(r.at(4).find("device_name"), std::string::npos) << r.at(4);
+  // Plausible, but no manifest asks for an A100.
+  HardwareId a100 = tk::test_hardware("NVIDIA A100-SXM4-80GB");
+  a100.arch = "sm_80";
+  a100.compute_capability = "8.0";
+  a100.sm_count = 108;
+  r = push(a100);
+  EXPECT_EQ(r.at(1), "ERR");
+  EXPECT_EQ(r.at(3), "unknown_hardware");
+  // The H100 is asked for.
+  r = push(tk::test_hardware());
+  EXPECT_EQ(r.at(1), "ACK") << (r.size() > 4 ? r.at(4) : "");
+  httplib::Client http("127.0.0.1", f.hub->http_port());
+  auto res = http.Get("/v1/hardware");
+  ASSERT_TRUE(res);
+  auto hw = nlohmann::json::parse(res->body)["hardware"];
+  ASSERT_EQ(hw.size(), 1u) << res->body;
+  EXPECT_EQ(hw[0]["key"], "nvidia-h100-80gb");
+  fs::remove(manifest);
 }
 
 TEST(HubProcess, StartupErrorsAreClear) {

@@ -172,3 +172,58 @@ TEST(Store, ReadOnlyOpenSeesCommittedData) {
   EXPECT_EQ(ro.dataset(hardware_key(a.hardware), false).shards.at(0), a);
   EXPECT_THROW(Store({t.path + "/nope", 1, true, true}), std::runtime_error);
 }
+
+// Issue 16, item 3, at the store: the first credited contribution binds its
+// name to its key, also against a rival first use in the same batch; a
+// contribution of nothing but duplicates gets no row and binds nothing.
+TEST(Store, ContributorNamesBindOnFirstUseAndDuplicatesAreNotCredited) {
+  TempDir t;
+  const std::string hw = hardware_key(tk::test_hardware());
+  auto job = [&](const std::string& id, const std::string& key, const std::string& name,
+                 std::vector<IncomingShard> shards) {
+    Store::Job j;
+    j.shards = std::move(shards);
+    j.contribution = ContributionInfo{id, key, name, 1, hw};
+    return j;
+  };
+  // Each shard is made once: make_shard stamps the time, so a second call
+  // would be other content under the same id (a conflict).
+  std::map<std::string, Shard> made;
+  auto comm = [&](const std::string& id, uint64_t seed) {
+    if (!made.count(id)) made.emplace(id, tk::make_shard(id, 20, seed));
+    return incoming(made.at(id), Source::community);
+  };
+  {
+    Store store({t.path});
+    Store::Job a = job("c1", "key-alice", "alice", {comm("s1", 1)});
+    Store::Job b = job("c2", "key-mallory", "alice", {comm("s2", 2)});
+    std::vector<Store::Job*> batch{&a, &b};
+    store.commit(batch);
+    EXPECT_TRUE(a.credited);
+    EXPECT_TRUE(b.name_taken);
+    EXPECT_TRUE(b.contribution_rejected);
+    EXPECT_FALSE(store.shard("s2"));
+    EXPECT_EQ(store.contributor_key("alice"), "key-alice");
+    // All duplicates: stored nothing, credited nothing, bound nothing.
+    Store::Job d = job("c3", "key-bob", "bob", {comm("s1", 1)});
+    std::vector<Store::Job*> batch2{&d};
+    store.commit(batch2);
+    EXPECT_FALSE(d.contribution_rejected);
+    EXPECT_FALSE(d.credited);
+    EXPECT_EQ(d.results, std::vector<PutResult>{PutResult::duplicate});
+    EXPECT_FALSE(store.contribution("c3"));
+    EXPECT_FALSE(store.contributor_key("bob"));
+    // Partly new: the row counts only the new shard.
+    put(store, {comm("s1", 1), comm("s4", 4)}, ContributionInfo{"c4", "key-alice", "alice", 1, hw});
+    auto rows = store.contributions(hw);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[1]["id"], "c4");
+    EXPECT_EQ(rows[1]["shards"], 1);
+    EXPECT_EQ(rows[1]["records"], 20);
+  }
+  Store reopened({t.path});  // the binding is durable
+  EXPECT_EQ(reopened.contributor_key("alice"), "key-alice");
+  bool rejected = false;
+  put(reopened, {comm("s5", 5)}, ContributionInfo{"c5", "key-mallory", "alice", 1, hw}, &rejected);
+  EXPECT_TRUE(rejected);
+}

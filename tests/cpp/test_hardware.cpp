@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "diode/hardware.h"
+#include "diode/hardware_plausibility.h"
 
 namespace diode {
 namespace {
@@ -30,6 +31,36 @@ TEST(HardwareKey, AlwaysValidShape) {
   EXPECT_FALSE(is_valid_hardware_key("../etc"));
   EXPECT_FALSE(is_valid_hardware_key("a--b"));
   EXPECT_FALSE(is_valid_hardware_key(""));
+}
+
+// Issue 16, item 5: fingerprints no real device has are refused before they
+// can become hardware keys ("nvidia-h100-8589934592gb", "nvidia-etc-80gb").
+TEST(HardwarePlausibility, RefusesAbsurdFingerprints) {
+  for (const HardwareId& ok : {hw("nvidia", "NVIDIA H100 80GB HBM3", 79.65), hw("nvidia", "NVIDIA A100-SXM4-80GB", 79.15),
+                               hw("amd", "AMD Instinct MI300X", 191.98), hw("nvidia", "NVIDIA GeForce RTX 4090", 23.99),
+                               hw("nvidia", "Tesla V100-SXM2-16GB", 15.77), hw("cpu", "AMD EPYC 9654 96-Core Processor", 0)})
+    EXPECT_EQ(implausible_hardware(ok), "") << ok.device_name;
+  HardwareId h = hw("nvidia", "NVIDIA H100 80GB HBM3", 8589934592.0);  // 8 EiB
+  EXPECT_NE(implausible_hardware(h).find("memory_bytes"), std::string::npos);
+  h = hw("nvidia", "NVIDIA H100 80GB HBM3", 0.5);
+  EXPECT_NE(implausible_hardware(h).find("memory_bytes"), std::string::npos);
+  h = hw("nvidia", "NVIDIA H100 80GB HBM3", 0);  // an accelerator must report its memory
+  EXPECT_NE(implausible_hardware(h).find("memory_bytes"), std::string::npos);
+  for (const char* name : {"../../etc", "NVIDIA ../../etc", "a/b", "", " NVIDIA H100", "NVIDIA H100 ", "12345",
+                           "NVIDIA\nH100", "NVIDIA H100\x01"}) {
+    h = hw("nvidia", name, 79.65);
+    EXPECT_NE(implausible_hardware(h).find("device_name"), std::string::npos) << name;
+  }
+  h = hw("nvidia", std::string(97, 'A'), 79.65);
+  EXPECT_NE(implausible_hardware(h).find("device_name"), std::string::npos);
+  h = hw("NVIDIA/..", "NVIDIA H100", 79.65);
+  EXPECT_NE(implausible_hardware(h).find("vendor"), std::string::npos);
+  h = hw("nvidia", "NVIDIA H100 80GB HBM3", 79.65);
+  h.sm_count = 1u << 20;
+  EXPECT_NE(implausible_hardware(h).find("sm_count"), std::string::npos);
+  h.sm_count = 132;
+  h.compute_capability = "9.0; rm -rf /";
+  EXPECT_NE(implausible_hardware(h).find("compute_capability"), std::string::npos);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import math
 import statistics
@@ -59,3 +60,22 @@ def test_cli_writes_a_loadable_spec(tmp_path):
     s = load_spec(str(out))
     assert s.shard_id == "t/1" and list(s.problems) == sample.sample_problems(10, 3)
     assert json.loads(out.read_text())["search_space"] == "EXHAUSTIVE"
+
+
+def test_output_is_pinned_for_fixed_seeds():
+    # bench/collector_throughput.py and committed datasets name problems by (n, seed): the
+    # draws must never change (the dataset mix lives in sample_dataset_problems instead).
+    got = [(p.op, p.batch, p.m, p.n, p.k, p.dtype_a, p.trans_b, p.bias) for p in sample.sample_problems(8, 2026)]
+    assert got == [
+        ("mm", 1, 6544, 1416, 16, "float16", False, "none"),
+        ("addmm", 1, 488, 952, 1248, "float16", False, "row"),
+        ("bmm", 64, 48, 104, 872, "float16", False, "none"),
+        ("baddbmm", 32, 32, 512, 40, "float16", False, "row"),
+        ("mm", 1, 600, 384, 2352, "bfloat16", False, "none"),
+        ("addmm", 1, 1984, 456, 600, "bfloat16", False, "row"),
+        ("bmm", 8, 7120, 112, 208, "bfloat16", False, "none"),
+        ("baddbmm", 4, 2096, 96, 328, "bfloat16", False, "row"),
+    ]
+    digest = lambda n, seed: hashlib.sha256(b"".join(wire.encode(p) for p in sample.sample_problems(n, seed))).hexdigest()
+    assert digest(50, 2026) == "f51c6e96d06a8e290168da6ec0dd66c9af9fea1dff06bde9290d8d002e435ce8"
+    assert digest(200, 7) == "b3e09a22d2df2a54a65c6d15f5e752eef8d1fb8ecff41c0af1f24f615deb46d6"

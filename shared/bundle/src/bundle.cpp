@@ -28,7 +28,7 @@ void check_hw(const std::string& hw, const std::string& expected, const std::str
 }
 
 void check_expiry(std::time_t expires, std::time_t now, const std::string& w) {
-  if (expires <= now) throw VerifyError(w + " expired at " + format_time(expires) + " (now " + format_time(now) + ")");
+  if (expires <= now) throw ExpiredError(w + " expired at " + format_time(expires) + " (now " + format_time(now) + ")");
 }
 }  // namespace
 

@@ -110,7 +110,8 @@ void register_bundle_commands(CLI::App& app) {
   pub->add_option("--model", pa->model, "Model directory (model.json, weights.msgpack)")->required();
   pub->add_option("--registry", pa->registry, "Registry root (default $DIODE_REGISTRY or ~/.local/share/diode/registry)");
   pub->add_option("--keys", pa->keys, "Key directory (default ~/.config/diode/keys)");
-  pub->add_option("--expires-days", pa->days, "Bundle lifetime")->capture_default_str();
+  pub->add_option("--expires-days", pa->days, "Bundle lifetime in days (1.." + std::to_string(kMaxExpiresDays) + ")")
+      ->capture_default_str();
   pub->add_option("--tested-torch", pa->torch, "Torch versions the model was tested with");
   pub->callback([pa] {
     PublishOptions o;

@@ -63,6 +63,7 @@ void check_args(const PullOptions& opt) {
 
 std::string cache_of(const PullOptions& opt) { return opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir; }
 std::time_t now_of(const PullOptions& opt) { return opt.now ? opt.now : std::time(nullptr); }
+PullResult install(const PullOptions& opt, const std::string& index_text, std::time_t now);
 }  // namespace
 
 std::string default_cache_dir() {
@@ -99,7 +100,6 @@ PullResult pull(const PullOptions& opt) {
   const std::string hub = check_hub_url(opt.hub_url);
   const std::time_t now = now_of(opt);
   const fs::path cache(cache_of(opt));
-  const fs::path hw_dir = cache / opt.hardware_key;
   // One lock for the whole cache: trust.json is shared by every hardware key,
   // and two pulls must not race it backwards. Nothing is created for this
   // hardware key until a bundle has verified.
@@ -121,7 +121,34 @@ PullResult pull(const PullOptions& opt) {
     r.note = e.what();
     return r;
   }
+  try {
+    return install(opt, index_text, now);
+  } catch (const ExpiredError& e) {
+    // The hub serves metadata that verified but has expired (its operator
+    // stopped refreshing the index, or published with a short lifetime). That
+    // says nothing new about the bundle this client verified before, so keep
+    // serving it, as when the hub is down, but say why. No trust state or
+    // rollback counter moved: install() writes them last. With no usable
+    // cached bundle the expiry is the error.
+    PullResult r;
+    try {
+      r = cached(opt);
+    } catch (const std::exception&) {
+      throw e;
+    }
+    r.note = std::string("the hub's metadata is expired (") + e.what() + "); serving the cached version " +
+             std::to_string(r.version);
+    return r;
+  }
+}
 
+namespace {
+// Steps 3-7 of the pull algorithm (docs/bundle-format.md) for a fetched index;
+// called with the cache lock held.
+PullResult install(const PullOptions& opt, const std::string& index_text, std::time_t now) {
+  const fs::path cache(cache_of(opt));
+  const fs::path hw_dir = cache / opt.hardware_key;
+  const std::string base = check_hub_url(opt.hub_url) + "/v1/models/" + opt.hardware_key;
   const std::optional<TrustState> old_trust = load_trust(cache);
   const uint64_t highest = load_highest(hw_dir);
   const json index_doc = parse_untrusted_json(index_text, "index.json");
@@ -183,5 +210,6 @@ PullResult pull(const PullOptions& opt) {
   save_state();
   return {final_dir.string(), idx.version, false, ""};
 }
+}  // namespace
 
 }  // namespace diode::bundle

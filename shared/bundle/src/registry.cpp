@@ -34,6 +34,15 @@ std::vector<uint64_t> version_dirs(const fs::path& hw_dir) {
 }
 }  // namespace
 
+namespace {
+void check_expires_days(int days) {
+  if (days < kMinExpiresDays || days > kMaxExpiresDays)
+    throw std::invalid_argument("--expires-days must be between " + std::to_string(kMinExpiresDays) + " and " +
+                                std::to_string(kMaxExpiresDays) + ", got " + std::to_string(days) +
+                                " (the bundle would be expired when published)");
+}
+}  // namespace
+
 std::string default_registry_dir() {
   if (const char* r = std::getenv("DIODE_REGISTRY"); r && *r) return r;
   const char* home = std::getenv("HOME");
@@ -43,6 +52,7 @@ std::string default_registry_dir() {
 
 PublishResult publish(const std::string& registry_root, const std::string& model_dir, const SigningKeys& keys,
                       const PublishOptions& opt) {
+  check_expires_days(opt.expires_days);  // before anything is written
   const std::time_t now = opt.now ? opt.now : std::time(nullptr);
   const ModelDir md = read_model_dir(model_dir);
   const std::string hw = md.model["hardware_key"].get<std::string>();
@@ -100,6 +110,7 @@ PublishResult publish(const std::string& registry_root, const std::string& model
 uint64_t refresh_index(const std::string& registry_root, const std::string& hardware_key, const SigningKeys& keys,
                        int expires_days, std::time_t now) {
   if (!is_valid_hardware_key(hardware_key)) throw std::invalid_argument("not a valid hardware key: " + hardware_key);
+  check_expires_days(expires_days);
   if (!now) now = std::time(nullptr);
   const fs::path hw_dir = fs::path(registry_root) / hardware_key;
   if (!fs::exists(hw_dir / "index.json")) throw std::runtime_error(hardware_key + " has no index.json in " + registry_root);

@@ -165,7 +165,7 @@ TrustState update_trust(const json& chain, const PublicKey& pinned, const std::o
   for (const auto& [id, k] : state.meta.root.keys) state.revoked.erase(id);
   for (const auto& [id, k] : state.meta.targets.keys) state.revoked.erase(id);
   if (state.meta.expires <= now)
-    throw VerifyError("root version " + std::to_string(state.meta.version) + " expired at " +
+    throw ExpiredError("root version " + std::to_string(state.meta.version) + " expired at " +
                       format_time(state.meta.expires));
   return state;
 }

@@ -265,3 +265,43 @@ TEST(Client, RefreshedIndexExtendsFreshness) {
   o.now = w.now + 10 * 86400;
   EXPECT_EQ(pull(o).version, 1u);
 }
+
+// Issue 16, item 6: the hub serves a validly signed index that has expired
+// (here: re-signed with a lifetime that ended 9 days ago). A client that
+// verified a bundle before keeps serving it, marked offline with a warning
+// naming the expiry, and its cache and rollback counter stay as they were.
+// Before the fix the pull failed with "index.json ... expired".
+TEST(Client, ExpiredIndexFallsBackToTheCachedBundle) {
+  ClientWorld w;
+  w.publish_now();
+  const PullResult first = pull(w.opts());
+  ASSERT_FALSE(first.offline);
+  ASSERT_EQ(refresh_index(w.registry.string(), kHw, load_signing_keys(w.keys.string()), 1, w.now - 10 * 86400), 1u);
+  const auto before = snapshot(w.cache);
+  const PullResult r = pull(w.opts());
+  EXPECT_TRUE(r.offline);
+  EXPECT_EQ(r.path, first.path);
+  EXPECT_EQ(r.version, 1u);
+  EXPECT_NE(r.note.find("expired"), std::string::npos) << r.note;
+  EXPECT_NE(r.note.find("index.json for nvidia-h100-80gb expired at"), std::string::npos) << r.note;
+  EXPECT_EQ(snapshot(w.cache), before);
+  // A newer version behind an expired index is not installed either.
+  w.publish_now(180, w.now - 200 * 86400);
+  const PullResult r2 = pull(w.opts());
+  EXPECT_TRUE(r2.offline);
+  EXPECT_EQ(r2.version, 1u);
+  EXPECT_EQ(json::parse(slurp(w.cache / kHw / "state.json"))["highest_version"], 1);
+  // No cached bundle to fall back to: the expiry is the error, as before.
+  PullOptions o = w.opts();
+  o.cache_dir = (w.tmp / "empty-cache").string();
+  EXPECT_THROW(pull(o), ExpiredError);
+  // Other verification failures never fall back, even with a cached bundle.
+  w.publish_now();  // version 3, fresh
+  w.hub.mutate = [](const std::string& rel, std::string& body) {
+    if (rel.find("index.json") == std::string::npos) return;
+    json j = json::parse(body);
+    j["index"]["signed"]["version"] = 7;
+    body = j.dump();
+  };
+  w.expect_rejected({"index.json", "invalid signature"});
+}

@@ -194,3 +194,24 @@ TEST(Verify, TooManyFilesAndHugeSizesRejected) {
   spit(fs::path(r.dir) / "bundle.json", make_envelope(s, sk.targets).dump());
   EXPECT_NE(verify_error(r.dir, w.pinned()).find("is more than"), std::string::npos);
 }
+
+// Issue 16, item 6: `diode publish --expires-days -1` published an index that
+// was expired on arrival. A non-positive lifetime is refused before anything
+// is written; so is one past the upper bound.
+TEST(Registry, PublishRefusesNonPositiveExpiry) {
+  World w;
+  for (int days : {0, -1, -180, kMaxExpiresDays + 1}) {
+    try {
+      w.publish_now(days);
+      ADD_FAILURE() << "published with --expires-days " << days;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--expires-days must be between 1 and"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(w.hw_dir() / "1"));
+  EXPECT_FALSE(fs::exists(w.hw_dir() / "index.json"));
+  EXPECT_EQ(w.publish_now(1).version, 1u);
+  EXPECT_THROW(refresh_index(w.registry.string(), kHw, load_signing_keys(w.keys.string()), 0, w.now),
+               std::invalid_argument);
+  EXPECT_EQ(refresh_index(w.registry.string(), kHw, load_signing_keys(w.keys.string()), 7, w.now), 1u);
+}

@@ -25,11 +25,14 @@ struct PullOptions {
 struct PullResult {
   std::string path;  // the bundle directory in the cache
   uint64_t version = 0;
-  bool offline = false;  // served from the cache because the hub was unreachable (or no hub given)
-  std::string note;      // why it was served offline
+  // Served from the cache because the hub was unreachable, no hub was given, or
+  // the hub's index (or root, or bundle metadata) had expired.
+  bool offline = false;
+  std::string note;  // why it was served from the cache: callers show it as a warning
 };
 
-// Throws VerifyError (rejected data; the cache is untouched), NetworkError
+// Throws VerifyError (rejected data; the cache is untouched; ExpiredError, a
+// VerifyError, only when no verified bundle is cached to fall back to), NetworkError
 // (hub unreachable and no usable cached bundle), HttpError,
 // std::invalid_argument (bad arguments) or std::runtime_error (local I/O).
 PullResult pull(const PullOptions& opt);

@@ -14,6 +14,15 @@ class VerifyError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Signed metadata (root, index or bundle) that verified but whose `expires` has
+// passed. Separate from other VerifyErrors because the pull client may then
+// fall back to a bundle it verified before: an expired index proves nothing
+// new, unlike a bad signature or a rollback, which never fall back.
+class ExpiredError : public VerifyError {
+ public:
+  using VerifyError::VerifyError;
+};
+
 // An Ed25519 public key: 32 raw bytes. Its id is the hex SHA-256 of those bytes
 // (as TUF derives key ids from the key material), so an id cannot be forged.
 struct PublicKey {

@@ -21,7 +21,7 @@ extern "C" {
 
 enum diode_client_status {
   DIODE_OK = 0,            /* fresh from the hub (or already cached and current) */
-  DIODE_OK_OFFLINE = 1,    /* hub unreachable or not given: the verified cached bundle; err_buf says why */
+  DIODE_OK_OFFLINE = 1,    /* hub unreachable, not given, or serving expired metadata: the verified cached bundle; err_buf says why */
   DIODE_ERR_ARGUMENT = -1, /* bad hub URL, hardware key, root key, or NULL */
   DIODE_ERR_NETWORK = -2,  /* hub unreachable and nothing usable cached */
   DIODE_ERR_VERIFY = -3,   /* rejected: signature, hash, size, version, expiry, name; the cache is untouched */

@@ -14,8 +14,13 @@ namespace diode::bundle {
 
 std::string default_registry_dir();
 
+// Lifetimes of published bundles and indexes, in days. A non-positive one
+// would publish metadata that is already expired (clients refuse it); the
+// upper bound keeps `expires` a four-digit year.
+inline constexpr int kMinExpiresDays = 1, kMaxExpiresDays = 36500;
+
 struct PublishOptions {
-  int expires_days = 180;                          // bundle and index expiry
+  int expires_days = 180;                          // bundle and index expiry, kMinExpiresDays..kMaxExpiresDays
   std::vector<std::string> tested_torch_versions;  // default: training.torch_version
   std::time_t now = 0;                             // 0 = the current time
 };
