@@ -2,6 +2,7 @@
 // in its own process group, so a crash, a hang or a CUDA fault in the
 // collector cannot take the agent down. A crash, a non-zero exit, a timeout or
 // an invalid output shard all fail the lease with a reason.
+#include <cstdlib>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -67,6 +68,9 @@ class InductorRunner final : public Runner {
     for (char** e = environ; *e; ++e)
       if (std::string(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) env_store.emplace_back(*e);
     env_store.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(opts_.gpu_index));
+    // The collector installs its own Inductor choices class; the model-selection hook that
+    // `import torch_diode` would auto-install (and its no-model warning) has no place here.
+    if (!std::getenv("TORCH_DIODE_AUTO_INSTALL")) env_store.push_back("TORCH_DIODE_AUTO_INSTALL=0");
     std::vector<char*> envp;
     for (auto& e : env_store) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -159,3 +159,37 @@ def test_compact_walls_follow_compacted_problems():
     cfg = wire.KernelConfig("aten")
     recs = [wire.ShardRecord(3, cfg, 1.0, 0.0, 1, "ok", 0), wire.ShardRecord(1, cfg, 1.0, 0.0, 1, "ok", 0)]
     assert records.compact_walls(recs, {1: 2.5, 3: 4.0, 7: 9.0}) == [2.5, 4.0]
+
+
+HW = wire.HardwareId("nvidia", "NVIDIA H100 80GB HBM3", "sm_90", "9.0", 132, 85 << 30)
+RECS = [wire.ShardRecord(0, wire.KernelConfig("aten"), 5.0, 0.1, 3, "ok", 2),
+        wire.ShardRecord(2, wire.KernelConfig("aten"), 7.0, 0.1, 3, "ok", 0)]
+
+
+def _shard_bytes(**kw):
+    probs = [prob(m=16), prob(m=32), prob(m=48)]
+    return records.build_shard("s/1", "sw", HW, "host/gpu0", "", *records.compact(probs, RECS), **kw)
+
+
+def test_v2_shards_carry_method_and_per_problem_seconds():
+    from torch_diode.collect.cli import engine_method
+    walls = {0: 3.5, 1: 99.0, 2: 1.25}
+    data = _shard_bytes(problem_wall_s=records.compact_walls(RECS, walls), method=engine_method())
+    s = wire.decode_shard(data)
+    assert s.wire_version == 2
+    assert s.method.timing == "cuda-events+gpu-spin+cold-l2" and s.method.collector.startswith("torch_diode.collect 2.")
+    assert s.problem_wall_s == (3.5, 1.25)          # problem 1 had no records: dropped with it
+    assert [r.flags for r in s.records] == [2, 0]   # the DEFAULT flag survives
+
+
+def test_reseal_adds_method_and_walls_to_a_version1_shard():
+    from torch_diode.collect.reseal import reseal
+    old = wire.decode_shard(_shard_bytes())
+    old.wire_version = 1
+    v1 = wire.encode(wire.seal(old))
+    out = wire.decode_shard(reseal(v1, {"problems": [{"wall_s": 2.0}, {"wall_s": 4.0}]}, "t", "c"))
+    assert out.wire_version == 2 and out.method == wire.CollectionMethod("t", "c")
+    assert out.problem_wall_s == (2.0, 4.0)
+    assert out.records == old.records and out.problems == old.problems
+    with pytest.raises(ValueError):
+        reseal(v1, {"problems": [{"wall_s": 2.0}]}, "t", "c")

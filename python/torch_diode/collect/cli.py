@@ -21,6 +21,7 @@ import time
 import traceback
 
 from .. import inductor_compat as ic
+from .. import wire
 from . import records
 from .problems import describe
 from .spec import SpecError, load_spec
@@ -77,6 +78,15 @@ def _tag(j: int, n: int, p, tf32: bool) -> str:
     return f"[{j + 1}/{n}] {describe(p)}" + (f" tf32={'on' if tf32 else 'off'}" if p.dtype_a == "float32" else "")
 
 
+# --engine autotune: Inductor's own benchmark loop, its do_bench replaced by timing.GpuTimer.
+V1_METHOD = wire.CollectionMethod("inductor-autotune+cuda-events+gpu-spin+cold-l2", "torch_diode.collect 1.0.0")
+
+
+def engine_method():
+    from .engine import ENGINE_VERSION, TIMING_METHOD
+    return wire.CollectionMethod(TIMING_METHOD, f"torch_diode.collect {ENGINE_VERSION}")
+
+
 def run_v2(args, spec, hw, engine, jobs, t0) -> int:
     """The v2 loop: problem j+1 is lowered and its compiles queued before problem j is
     timed. The shard is rewritten after every problem (a crash loses one problem)."""
@@ -88,7 +98,8 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         probs, rs = records.compact(list(spec.problems), recs)
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
                                                    spec.producer_key, probs, rs,
-                                                   problem_wall_s=records.compact_walls(recs, walls)))
+                                                   problem_wall_s=records.compact_walls(recs, walls),
+                                                   method=engine_method()))
 
     def plan(j):
         i, p, tf32 = jobs[j]
@@ -221,10 +232,11 @@ def main(argv=None) -> int:
             f"codegen+compile={st.compile_s:.1f}s bench={st.bench_s:.1f}s (timer {st.timer_s:.1f}s) wall={st.wall_s:.1f}s | "
             f"best_triton={st.best_triton_us:.2f}us aten={st.aten_us:.2f}us")
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
-                                                   spec.producer_key, *records.compact(list(spec.problems), recs)))
+                                                   spec.producer_key, *records.compact(list(spec.problems), recs),
+                                                   method=V1_METHOD))
     if not recs:
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
-                                                   spec.producer_key, [], []))
+                                                   spec.producer_key, [], [], method=V1_METHOD))
     log(f"done: {done}/{len(jobs)} problems, {len(recs)} records, {time.perf_counter() - t0:.1f}s -> {args.out}")
     if done < len(jobs):
         return EXIT_DEADLINE

@@ -104,11 +104,16 @@ def compact_walls(records: list[wire.ShardRecord], walls: dict) -> list[float]:
 
 def build_shard(spec_shard_id: str, sweep_id: str, hardware: wire.HardwareId, producer_name: str,
                 producer_key: str, problems: list[wire.Problem], records: list[wire.ShardRecord],
-                created_ms: int | None = None, problem_wall_s: list[float] | None = None) -> bytes:
+                created_ms: int | None = None, problem_wall_s: list[float] | None = None,
+                method: wire.CollectionMethod | None = None) -> bytes:
+    """A sealed, encoded shard. `method` says how it was timed and by which collector
+    (wire v2), so data timed differently is never mixed silently; `problem_wall_s` gives
+    the seconds spent on each problem (throughput can be computed from any shard)."""
     shard = wire.Shard(spec_shard_id, sweep_id, hardware,
                        wire.Producer(producer_name, producer_key, "inductor", f"diode {__version__}"),
                        int(time.time() * 1000) if created_ms is None else created_ms,
-                       list(problems), dedupe(records))
+                       list(problems), dedupe(records), method=method or wire.CollectionMethod("", ""),
+                       problem_wall_s=tuple(problem_wall_s or ()))
     data = wire.encode(wire.seal(shard))
     wire.decode_shard(data)  # never write a shard our own decoder (and so C++) would reject
     return data

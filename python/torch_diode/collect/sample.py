@@ -4,6 +4,12 @@ ln M, ln N, ln K are normal with the means/stds below (fitted on 1,577 GEMM shap
 open models); each dimension is rounded to a multiple of 8 and clamped, then the
 problem is rejected and redrawn while it exceeds the FLOP or memory caps, so one
 problem's exhaustive sweep stays bounded in time and fits in GPU memory.
+
+`sample_problems` draws those shapes alone (NN layout, fp16/bf16): its output for a seed
+never changes (bench/collector_throughput.py and earlier datasets rely on it).
+`sample_dataset_problems` draws the dataset mix of issue 18 on top of them: nn.Linear's
+transposed weight, a decode band of M in 1..16, attention-shaped bmm/baddbmm, and a
+tenth fp32 (measured with TF32 on); `--mix dataset` on the command line.
 """
 from __future__ import annotations
 
@@ -75,24 +81,167 @@ def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
     return out
 
 
+# ---------------------------------------------------------------- the dataset mix (issue 18)
+# Shares are probabilities drawn per problem from the seed's generator; ops cycle as in
+# sample_problems (each op a quarter), and fp16/bf16 alternate within each op.
+
+# fp32 for a tenth of the problems (issue 18), measured with TF32 on: the spec the CLI
+# writes for this mix has "tf32": [true], since TF32-off fp32 GEMMs are rare in models.
+FP32_SHARE = 0.10
+# Of mm/addmm: the decode band, M drawn uniformly from 1..16 (exact values, not multiples
+# of 8: a decode step's M is the batch of sequences in flight). A quarter of mm/addmm is
+# an eighth of all problems, enough to cover every M in the band many times over 1,000.
+DECODE_SHARE = 0.25
+DECODE_M = (1, 16)
+# Of mm/addmm (decode band included): nn.Linear's layout, x @ W.T with W stored (N, K),
+# i.e. trans_b=True. Model forwards are dominated by it; the rest stays NN (backward's
+# dY @ W, plain matmuls) so the data still shows what the layout itself changes.
+LINEAR_SHARE = 0.6
+# Of bmm/baddbmm: attention shapes; the rest are the log-normal shapes with batch a power
+# of two, as sample_problems draws them.
+ATTENTION_SHARE = 0.5
+# Of attention problems: Q @ K^T (M=N=seq, K=head_dim, K stored (B, seq, head_dim), so
+# trans_b=True); the rest are P @ V (M=seq, N=head_dim, K=seq, NN).
+ATTENTION_QK_SHARE = 0.5
+# Of baddbmm Q @ K^T: bias "full" (B, seq, seq), an additive attention mask (ALiBi, causal
+# or padding masks); the rest keep bias "row" like every other addmm/baddbmm.
+MASK_SHARE = 0.5
+# Batch of attention problems = heads x batch: head counts of common models (12 GPT-2 and
+# BERT-base, 16 BERT-large, 20 GPT-2-large, 32 Llama-7B, 40 Llama-13B, 64 Llama-70B) and
+# small multiples; only those <= Bounds.max_batch are drawn.
+ATTENTION_BATCHES = (8, 12, 16, 20, 24, 32, 40, 48, 64)
+HEAD_DIMS = (64, 128)
+# Sequence length, log-uniform (then rounded to 8 and capped by the bounds).
+ATTENTION_SEQ = (64, 8192)
+
+MIX_KINDS = ("lognormal", "decode", "attention_qk", "attention_pv")
+
+
+def _lognormal_dims(rng: random.Random, bounds: Bounds) -> dict:
+    return {d: round8(math.exp(rng.gauss(LOG_MEAN[d], LOG_STD[d])), bounds.min_dim, bounds.max_dim)
+            for d in ("m", "n", "k")}
+
+
+def _draw_kind(rng: random.Random, op: str) -> tuple[str, bool, str]:
+    """(kind, trans_b, bias) for one problem of `op`; the dimensions are drawn later."""
+    if op in ("mm", "addmm"):
+        kind = "decode" if rng.random() < DECODE_SHARE else "lognormal"
+        trans_b = rng.random() < LINEAR_SHARE
+        return kind, trans_b, "row" if op == "addmm" else "none"
+    if rng.random() < ATTENTION_SHARE:
+        if rng.random() < ATTENTION_QK_SHARE:
+            bias = "none"
+            if op == "baddbmm":
+                bias = "full" if rng.random() < MASK_SHARE else "row"
+            return "attention_qk", True, bias
+        return "attention_pv", False, "row" if op == "baddbmm" else "none"
+    return "lognormal", False, "row" if op == "baddbmm" else "none"
+
+
+def _draw_dims(rng: random.Random, kind: str, op: str, bounds: Bounds, batches: tuple[int, ...]) -> dict:
+    if kind == "decode":
+        dims = _lognormal_dims(rng, bounds)
+        dims["m"] = rng.randint(*DECODE_M)
+        return dict(dims, batch=1)
+    if kind in ("attention_qk", "attention_pv"):
+        batch = rng.choice(batches)
+        lo, hi = ATTENTION_SEQ
+        seq = round8(math.exp(rng.uniform(math.log(lo), math.log(hi))), bounds.min_dim, bounds.max_dim)
+        hd = rng.choice(HEAD_DIMS)
+        if kind == "attention_qk":
+            return {"batch": batch, "m": seq, "n": seq, "k": hd}
+        return {"batch": batch, "m": seq, "n": hd, "k": seq}
+    dims = _lognormal_dims(rng, bounds)
+    dims["batch"] = 2 ** rng.randint(1, int(math.log2(bounds.max_batch))) if op in BATCH_OPS else 1
+    return dims
+
+
+def sample_dataset_mix(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
+                       dtypes=("float16", "bfloat16"), fp32_share: float = FP32_SHARE,
+                       bounds: Bounds = Bounds()) -> list[tuple[str, wire.Problem]]:
+    """`n` (kind, problem) pairs of the dataset mix (kinds: MIX_KINDS); deterministic per seed.
+
+    Ops cycle; `dtypes` (half precision) alternate within each op, and each problem is
+    float32 instead with probability `fp32_share`. The decode band's M is below
+    bounds.min_dim by design; every problem is within the FLOP and memory caps.
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    if not ops or not dtypes:
+        raise ValueError("need at least one op and one dtype")
+    for op in ops:
+        if op not in wire.OPS:
+            raise ValueError(f"unknown op '{op}'")
+    for dt in dtypes:
+        if dt not in wire.DTYPES:
+            raise ValueError(f"unknown dtype '{dt}'")
+        if dt == "float32":
+            raise ValueError("float32 is drawn at fp32_share in the dataset mix, not listed in dtypes")
+    if not 0.0 <= fp32_share <= 1.0:
+        raise ValueError("fp32_share must be in [0, 1]")
+    batches = tuple(b for b in ATTENTION_BATCHES if b <= bounds.max_batch)
+    if not batches and any(op in BATCH_OPS for op in ops):
+        raise ValueError(f"attention problems need bounds.max_batch >= {ATTENTION_BATCHES[0]}")
+    rng = random.Random(seed)
+    out: list[tuple[str, wire.Problem]] = []
+    pairs = [(op, dt) for dt in dtypes for op in ops]
+    for i in range(n):
+        op, dt = pairs[i % len(pairs)]
+        if rng.random() < fp32_share:
+            dt = "float32"
+        kind, trans_b, bias = _draw_kind(rng, op)
+        for _ in range(1000):
+            dims = _draw_dims(rng, kind, op, bounds, batches)
+            p = wire.Problem(op=op, dtype_a=dt, dtype_b=dt, dtype_out=dt, trans_b=trans_b, bias=bias, **dims)
+            if gflop(p) <= bounds.max_gflop and problem_bytes(p) <= bounds.max_bytes:
+                out.append((kind, wire.validate_problem(p)))
+                break
+        else:  # pragma: no cover - only with absurd bounds
+            raise RuntimeError("could not draw a problem within bounds")
+    return out
+
+
+def sample_dataset_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
+                            dtypes=("float16", "bfloat16"), fp32_share: float = FP32_SHARE,
+                            bounds: Bounds = Bounds()) -> list[wire.Problem]:
+    """The problems of sample_dataset_mix (the dataset mix of issue 18), without their kinds."""
+    return [p for _, p in sample_dataset_mix(n, seed, ops, dtypes, fp32_share, bounds)]
+
+
 def main(argv=None) -> int:
-    """python -m torch_diode.collect.sample --n 64 --seed 2026 --shard-id ID --out spec.json"""
+    """python -m torch_diode.collect.sample --n 64 --seed 2026 --shard-id ID [--mix dataset] --out spec.json"""
     import argparse
     import json
     ap = argparse.ArgumentParser(prog="python -m torch_diode.collect.sample",
-                                 description="Write a shard spec of log-normally sampled problems.")
+                                 description="Write a shard spec of sampled problems: log-normal shapes "
+                                             "(--mix lognormal, the default) or the dataset mix "
+                                             "(--mix dataset: nn.Linear layouts, decode band, attention, "
+                                             "a tenth fp32 with TF32 on).")
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--shard-id", required=True)
     ap.add_argument("--sweep-id", default="")
     ap.add_argument("--ops", default="mm,addmm,bmm,baddbmm")
-    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--dtypes", default="float16,bfloat16",
+                    help="with --mix dataset: the half-precision dtypes; float32 comes from --fp32-share")
+    ap.add_argument("--mix", choices=("lognormal", "dataset"), default="lognormal")
+    ap.add_argument("--fp32-share", type=float, default=FP32_SHARE,
+                    help=f"--mix dataset: share of float32 problems (default {FP32_SHARE})")
     ap.add_argument("--search-space", default="EXHAUSTIVE")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    probs = sample_problems(a.n, a.seed, tuple(a.ops.split(",")), tuple(a.dtypes.split(",")))
+    ops, dtypes = tuple(a.ops.split(",")), tuple(a.dtypes.split(","))
+    try:
+        if a.mix == "dataset":
+            probs = sample_dataset_problems(a.n, a.seed, ops, dtypes, a.fp32_share)
+        else:
+            probs = sample_problems(a.n, a.seed, ops, dtypes)
+    except ValueError as e:
+        ap.error(str(e))
     spec = {"shard_id": a.shard_id, "sweep_id": a.sweep_id, "search_space": a.search_space,
             "problems": [wire.to_json(p) for p in probs]}
+    if a.mix == "dataset":
+        spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
     from .spec import parse_spec
     parse_spec(spec)  # what we write must load
     with open(a.out, "w") as f:
