@@ -28,6 +28,8 @@ set_tf32(enabled)              cuBLAS / Inductor TF32 switch across versions (re
 triton_heuristics_module()     module holding CUDAConfigHeuristic (template_heuristics moved twice)
 size_hint_stub()               context manager: a V.graph stand-in so config heuristics run without
                                a graph (CPU enumeration, tests)
+gemm_template_source(kind)     Jinja source of Inductor's Triton mm / bmm template (collector v2)
+mm_operand_indices(inputs)     positions of mat1 / mat2 among MMKernelInputs' nodes
 """
 from __future__ import annotations
 
@@ -381,3 +383,13 @@ def gemm_template_source(kind: str) -> str:
     if not m:
         raise UnsupportedTorch(f"cannot find the source of Inductor's {_TEMPLATE_VARS[kind]} in {mod.__file__}")
     return m.group(1)
+
+
+def mm_operand_indices(kernel_inputs) -> tuple[int, int]:
+    """Positions of mat1 and mat2 among MMKernelInputs' nodes (after any bias: addmm's
+    inputs are (bias, mat1, mat2)). Private attributes of MMKernelInputs on 2.10-2.13."""
+    i1, i2 = getattr(kernel_inputs, "_mat1_idx", None), getattr(kernel_inputs, "_mat2_idx", None)
+    if i1 is None or i2 is None:
+        n = len(kernel_inputs.strides_hinted())
+        i1, i2 = n - 2, n - 1   # mat1 and mat2 are the last two inputs of every GEMM op
+    return int(i1), int(i2)

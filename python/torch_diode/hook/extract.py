@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..wire import DTYPES, OPS, KernelConfig, Problem
+from .. import inductor_compat as ic
 from . import compat
 
 _TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
@@ -44,7 +45,7 @@ def problem_from_inputs(kernel_inputs: Any, op_name: str) -> Problem:
     batch = int(kernel_inputs.batch_hinted()) if op_name in ("bmm", "baddbmm") else 1
     nodes_strides = kernel_inputs.strides_hinted()
     dtypes = kernel_inputs.dtypes()
-    i1, i2 = kernel_inputs._mat1_idx, kernel_inputs._mat2_idx
+    i1, i2 = ic.mm_operand_indices(kernel_inputs)
     s1, s2 = tuple(int(s) for s in nodes_strides[i1]), tuple(int(s) for s in nodes_strides[i2])
     bias = "none"
     if op_name in ("addmm", "baddbmm"):
