@@ -30,6 +30,7 @@ size_hint_stub()               context manager: a V.graph stand-in so config heu
                                a graph (CPU enumeration, tests)
 gemm_template_source(kind)     Jinja source of Inductor's Triton mm / bmm template (collector v2)
 mm_operand_indices(inputs)     positions of mat1 / mat2 among MMKernelInputs' nodes
+ktc_built_choice(ktc)          the ChoiceCaller a KTC already built, or None
 """
 from __future__ import annotations
 
@@ -393,3 +394,9 @@ def mm_operand_indices(kernel_inputs) -> tuple[int, int]:
         n = len(kernel_inputs.strides_hinted())
         i1, i2 = n - 2, n - 1   # mat1 and mat2 are the last two inputs of every GEMM op
     return int(i1), int(i2)
+
+
+def ktc_built_choice(ktc):
+    """The ChoiceCaller a KernelTemplateChoice built, or None if it was never built or its
+    codegen failed. Reads the lazy slot (`ktc.choice` would build it now)."""
+    return getattr(ktc, "_choice", None)

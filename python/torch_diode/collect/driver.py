@@ -173,7 +173,7 @@ class ProblemDriver:
         best_triton = aten = float("inf")
         for ktc in kept:
             cfg = cfg_of[id(ktc)]
-            choice = getattr(ktc, "_choice", None)
+            choice = ic.ktc_built_choice(ktc)
             if choice is None:
                 status = "compile_error"  # codegen refused it (choice_or_none returned None)
                 out.append(records.make_record(idx, cfg, status))
