@@ -36,6 +36,17 @@ def p90(xs):
     return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
 
 
+def our_kernel(p, cfg, tensors):
+    """The collector's kernel for a recorded config, as a launch function."""
+    from torch_diode.collect import template
+    params = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+              "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages, "num_warps": cfg.num_warps}
+    kc = template.kernel_class(p, cfg.even_k)
+    grid, args, consts = template.launch_args(kc, p, tensors, params, cfg.allow_tf32)
+    kern = template.load(kc)
+    return lambda: kern[grid](*args, **consts)
+
+
 def compile_inductor(p, target_json, inputs, search_space="EXHAUSTIVE", backends="TRITON"):
     """torch.compile'd problem; with target_json, Inductor keeps only that config."""
     import torch
@@ -79,7 +90,6 @@ def main() -> int:
     import torch
 
     from torch_diode import wire
-    from torch_diode.collect import template
     from torch_diode.collect.engine import _aten_fn
     from torch_diode.collect.problems import describe, make_inputs
     from torch_diode.collect.timing import BatchTimer
@@ -102,12 +112,7 @@ def main() -> int:
         pairs = []
         for r in tri:
             cfg = r.config
-            params = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
-                      "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages, "num_warps": cfg.num_warps}
-            kc = template.kernel_class(p, cfg.even_k)
-            grid, args, consts = template.launch_args(kc, p, tensors, params, cfg.allow_tf32)
-            kern = template.load(kc)
-            ours = (lambda kern=kern, grid=grid, args=args, consts=consts: kern[grid](*args, **consts))
+            ours = our_kernel(p, cfg, tensors)
             try:
                 ind = compile_inductor(p, wire.to_json(cfg), inputs)
             except Exception as e:  # e.g. Inductor's static kernel needs more shared memory than ours
@@ -140,13 +145,7 @@ def main() -> int:
         if best_rec.config.is_triton:
             best_fn = pairs[0][1] if pairs and pairs[0][0] is best_rec else None
             if best_fn is None:
-                cfg = best_rec.config
-                params = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
-                          "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages, "num_warps": cfg.num_warps}
-                kc = template.kernel_class(p, cfg.even_k)
-                g, ar, co = template.launch_args(kc, p, tensors, params, cfg.allow_tf32)
-                kern = template.load(kc)
-                best_fn = (lambda: kern[g](*ar, **co))
+                best_fn = our_kernel(p, best_rec.config, tensors)
         else:
             best_fn = _aten_fn(p, bias, A, B, c)
         t0 = time.perf_counter()

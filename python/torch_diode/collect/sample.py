@@ -48,9 +48,7 @@ def gflop(p: wire.Problem) -> float:
     return 2.0 * p.batch * p.m * p.n * p.k / 1e9
 
 
-def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
-                    dtypes=("float16", "bfloat16"), bounds: Bounds = Bounds()) -> list[wire.Problem]:
-    """`n` problems, cycling ops and dtypes so each pair gets a fair share; deterministic."""
+def _check_args(n: int, ops, dtypes) -> None:
     if n < 0:
         raise ValueError("n must be >= 0")
     if not ops or not dtypes:
@@ -61,14 +59,19 @@ def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
     for dt in dtypes:
         if dt not in wire.DTYPES:
             raise ValueError(f"unknown dtype '{dt}'")
+
+
+def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
+                    dtypes=("float16", "bfloat16"), bounds: Bounds = Bounds()) -> list[wire.Problem]:
+    """`n` problems, cycling ops and dtypes so each pair gets a fair share; deterministic."""
+    _check_args(n, ops, dtypes)
     rng = random.Random(seed)
     out: list[wire.Problem] = []
     pairs = [(op, dt) for dt in dtypes for op in ops]
     for i in range(n):
         op, dt = pairs[i % len(pairs)]
         for _ in range(1000):
-            dims = {d: round8(math.exp(rng.gauss(LOG_MEAN[d], LOG_STD[d])), bounds.min_dim, bounds.max_dim)
-                    for d in ("m", "n", "k")}
+            dims = _lognormal_dims(rng, bounds)
             # Batch sizes of bmm in models are mostly small powers of two (heads x batch).
             batch = 2 ** rng.randint(1, int(math.log2(bounds.max_batch))) if op in BATCH_OPS else 1
             p = wire.Problem(op=op, batch=batch, dtype_a=dt, dtype_b=dt, dtype_out=dt,
@@ -165,18 +168,9 @@ def sample_dataset_mix(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
     float32 instead with probability `fp32_share`. The decode band's M is below
     bounds.min_dim by design; every problem is within the FLOP and memory caps.
     """
-    if n < 0:
-        raise ValueError("n must be >= 0")
-    if not ops or not dtypes:
-        raise ValueError("need at least one op and one dtype")
-    for op in ops:
-        if op not in wire.OPS:
-            raise ValueError(f"unknown op '{op}'")
-    for dt in dtypes:
-        if dt not in wire.DTYPES:
-            raise ValueError(f"unknown dtype '{dt}'")
-        if dt == "float32":
-            raise ValueError("float32 is drawn at fp32_share in the dataset mix, not listed in dtypes")
+    _check_args(n, ops, dtypes)
+    if "float32" in dtypes:
+        raise ValueError("float32 is drawn at fp32_share in the dataset mix, not listed in dtypes")
     if not 0.0 <= fp32_share <= 1.0:
         raise ValueError("fp32_share must be in [0, 1]")
     batches = tuple(b for b in ATTENTION_BATCHES if b <= bounds.max_batch)

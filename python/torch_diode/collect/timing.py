@@ -23,6 +23,23 @@ SPIN_CYCLES_PER_REPEAT = 300_000
 MAX_SPIN_CYCLES = 750_000_000
 
 
+def queued_repeats(torch, flush, fn, n: int) -> list[float]:
+    """n timings (ms) of fn: a GPU spin first, long enough for the CPU to queue every
+    repeat behind it, then per repeat an L2 flush (if `flush`) and a pair of events."""
+    ev = torch.cuda.Event
+    starts = [ev(enable_timing=True) for _ in range(n)]
+    ends = [ev(enable_timing=True) for _ in range(n)]
+    torch.cuda._sleep(min(SPIN_CYCLES_PER_REPEAT * n, MAX_SPIN_CYCLES))
+    for i in range(n):
+        if flush is not None:
+            flush.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    ends[-1].synchronize()
+    return [a.elapsed_time(b) for a, b in zip(starts, ends)]
+
+
 @dataclass(frozen=True)
 class Measured:
     status: str          # "ok" or "timeout"
@@ -60,17 +77,7 @@ class GpuTimer:
         # (>= 1 ms) more warm-up only spends GPU time a sweep does not have.
         for _ in range(min(self.t.warmup, n) if probe < 1.0 else 0):
             fn()
-        starts = [ev(enable_timing=True) for _ in range(n)]
-        ends = [ev(enable_timing=True) for _ in range(n)]
-        torch.cuda._sleep(min(SPIN_CYCLES_PER_REPEAT * n, MAX_SPIN_CYCLES))
-        for i in range(n):
-            if self.flush is not None:
-                self.flush.zero_()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        summ = summarize([a.elapsed_time(b) for a, b in zip(starts, ends)])
+        summ = summarize(queued_repeats(torch, self.flush, fn, n))
         return Measured("ok", summ.median, summ.iqr, summ.n)
 
 
@@ -101,16 +108,4 @@ class BatchTimer:
         return s.elapsed_time(e)
 
     def repeat(self, fn, n: int) -> list[float]:
-        torch = self.torch
-        ev = torch.cuda.Event
-        starts = [ev(enable_timing=True) for _ in range(n)]
-        ends = [ev(enable_timing=True) for _ in range(n)]
-        torch.cuda._sleep(min(SPIN_CYCLES_PER_REPEAT * n, MAX_SPIN_CYCLES))
-        for i in range(n):
-            if self.flush is not None:
-                self.flush.zero_()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        ends[-1].synchronize()
-        return [a.elapsed_time(b) for a, b in zip(starts, ends)]
+        return queued_repeats(self.torch, self.flush, fn, n)
