@@ -6,7 +6,7 @@ into the hub's registry -> `import torch_diode` pulls and verifies it over HTTP.
 Every process is started by this script and stopped at the end, also on error.
 
 The replay runner answers each requested problem with the records of the nearest
-problem of the committed real H100 dataset (tests/data/datasets/nvidia-h100-80gb),
+problem of the committed real H100 dataset (datasets/nvidia-h100-80gb, collector v2),
 flagged "replayed": the demo shows the machinery, not model quality.
 """
 from __future__ import annotations
@@ -135,7 +135,8 @@ class Demo:
                 raise SystemExit("demo: the hub did not start; see hub.log")
             time.sleep(0.1)
         self.http_port = json.loads((w / "hub.ready").read_text())["http_port"]
-        replay = ROOT / "tests" / "data" / "datasets" / HW_KEY
+        replay = ROOT / "datasets" / HW_KEY
+        say(f"replay agents answer from {replay_problem_count(replay)} measured H100 problems in {replay}")
         for i in range(self.n_agents):
             self.spawn(f"agent{i}", self.bin["agent"], "run", "--coordinator", self.coord_ep,
                        "--coordinator-key", self.coord_pub, "--hub", self.hub_ep, "--hub-key", self.hub_pub,
@@ -207,6 +208,13 @@ class Demo:
         return info
 
 
+def replay_problem_count(path: pathlib.Path) -> int:
+    """Problems in the dataset the replay agents answer from (what the demo replays)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from torch_diode.dataset import load_dataset
+    return sum(len(s.problems) for s in load_dataset(path).shards)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=str(ROOT / "build"))
@@ -231,7 +239,7 @@ def main(argv=None) -> int:
     m = model.get("metrics", {})
     print("\n=== summary")
     print(f"  sweep          {args.problems} problems in {(args.problems + 1) // 2} shards, "
-          f"{model.get('dataset', {}).get('records', '?')} records (replayed from the real H100 data)")
+          f"{model.get('dataset', {}).get('records', '?')} records (replayed from the measured H100 data)")
     print(f"  model          {model.get('architecture')}")
     print(f"  metrics        {json.dumps(m)[:300]}")
     print(f"  hook           hardware {info['hardware'].get('hardware_key')} "
