@@ -11,10 +11,6 @@
 
 namespace diode::agent {
 
-namespace {
-constexpr int64_t kMaxShardMessage = (256ll << 20) + (1 << 16);
-}
-
 Worker::Worker(zmq::context_t& ctx, WorkerConfig cfg, Runner& runner, const std::atomic<bool>& stop)
     : cfg_(std::move(cfg)),
       runner_(runner),

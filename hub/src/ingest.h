@@ -51,7 +51,6 @@ class IngestServer {
   void stop(int drain_ms = 10000);
 
   uint64_t zap_refused() const { return zap_.refused(); }
-  uint64_t zap_admitted() const { return zap_.admitted(); }
   size_t inflight_bytes() const { return inflight_bytes_; }
 
  private:

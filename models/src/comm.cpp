@@ -56,7 +56,6 @@ void Comm::broadcast(float* data, size_t n, int root) const {
     check(MPI_Bcast(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, root, MPI_COMM_WORLD), "MPI_Bcast");
 }
 
-void Comm::barrier() const { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
 void Comm::abort(const std::string& why, int code) const {
   std::cerr << "diode-train rank " << rank_ << ": " << why << std::endl;

@@ -30,7 +30,6 @@ class Comm {
   uint64_t allreduce_max(uint64_t v) const;
   uint64_t allreduce_min(uint64_t v) const;
   void broadcast(float* data, size_t n, int root) const;
-  void barrier() const;
   // Stops every rank (a failing rank must not leave the others blocked in a
   // collective). Prints `why` from the calling rank first.
   [[noreturn]] void abort(const std::string& why, int code = 1) const;

@@ -353,13 +353,6 @@ def exhaustive_flag_supported() -> bool:
     return hasattr(config, "max_autotune_gemm_search_space")
 
 
-def signature_arity(fn) -> int:
-    try:
-        return len(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return -1
-
-
 _TEMPLATE_VARS = {"mm": "mm_template", "bmm": "bmm_template"}
 
 
