@@ -40,17 +40,12 @@ std::string Metrics::render(const Gauges& gauges) const {
   o << "# HELP diode_hub_shards_ingested_total Shards stored since start (agent and community).\n"
        "# TYPE diode_hub_shards_ingested_total counter\n"
     << "diode_hub_shards_ingested_total{source=\"agent\"} " << (shards_ - community_shards_) << "\n"
-    << "diode_hub_shards_ingested_total{source=\"community\"} " << community_shards_ << "\n"
-    << "# HELP diode_hub_records_ingested_total Timing records stored since start.\n"
-       "# TYPE diode_hub_records_ingested_total counter\n"
-    << "diode_hub_records_ingested_total " << records_ << "\n"
-    << "# HELP diode_hub_bytes_ingested_total Shard bytes stored since start.\n"
-       "# TYPE diode_hub_bytes_ingested_total counter\n"
-    << "diode_hub_bytes_ingested_total " << bytes_ << "\n"
-    << "# HELP diode_hub_duplicates_total Pushes of a shard already stored (idempotent ACK).\n"
-       "# TYPE diode_hub_duplicates_total counter\n"
-    << "diode_hub_duplicates_total " << duplicates_ << "\n"
-    << "# HELP diode_hub_rejects_total Refused pushes and uploads, by reason (the error code).\n"
+    << "diode_hub_shards_ingested_total{source=\"community\"} " << community_shards_ << "\n";
+  write_metric(o, "diode_hub_records_ingested_total", "counter", "Timing records stored since start.", records_.load());
+  write_metric(o, "diode_hub_bytes_ingested_total", "counter", "Shard bytes stored since start.", bytes_.load());
+  write_metric(o, "diode_hub_duplicates_total", "counter", "Pushes of a shard already stored (idempotent ACK).",
+               duplicates_.load());
+  o << "# HELP diode_hub_rejects_total Refused pushes and uploads, by reason (the error code).\n"
        "# TYPE diode_hub_rejects_total counter\n";
   {
     std::lock_guard<std::mutex> lock(mu_);

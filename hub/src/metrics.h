@@ -8,10 +8,18 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace diode::hub {
+
+// One unlabelled metric in the Prometheus text format: its HELP and TYPE lines, then
+// `name value` (value printed as the stream prints it: integers stay integers).
+template <class T>
+void write_metric(std::ostream& o, const char* name, const char* type, const char* help, T value) {
+  o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+}
 
 class Metrics {
  public:

@@ -13,6 +13,7 @@
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
+#include "metrics.h"
 #include "retrain_process.h"
 
 namespace fs = std::filesystem;
@@ -297,29 +298,19 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
 
 std::string Retrainer::render_metrics() const {
   std::ostringstream o;
-  o << "# HELP diode_hub_retrains_started_total Automatic retrainings started.\n"
-       "# TYPE diode_hub_retrains_started_total counter\n"
-    << "diode_hub_retrains_started_total " << started_ << "\n"
-    << "# HELP diode_hub_retrains_published_total Retrained models published.\n"
-       "# TYPE diode_hub_retrains_published_total counter\n"
-    << "diode_hub_retrains_published_total " << published_ << "\n"
-    << "# HELP diode_hub_retrains_rejected_total Retrained models not published: worse than the published model on "
-       "the same test problems.\n"
-       "# TYPE diode_hub_retrains_rejected_total counter\n"
-    << "diode_hub_retrains_rejected_total " << rejected_ << "\n"
-    << "# HELP diode_hub_retrains_failed_total Retrainings that failed (export, training, gate or publish).\n"
-       "# TYPE diode_hub_retrains_failed_total counter\n"
-    << "diode_hub_retrains_failed_total " << failed_ << "\n"
-    << "# HELP diode_hub_retrain_running 1 while a retraining runs.\n"
-       "# TYPE diode_hub_retrain_running gauge\n"
-    << "diode_hub_retrain_running " << (running_ ? 1 : 0) << "\n"
-    << "# HELP diode_hub_retrain_last_training_seconds Wall time of the last training process (mpirun).\n"
-       "# TYPE diode_hub_retrain_last_training_seconds gauge\n"
-    << "diode_hub_retrain_last_training_seconds " << double(last_training_ms_) / 1000.0 << "\n"
-    << "# HELP diode_hub_retrain_last_duration_seconds Wall time of the last retraining: export, training, gate and "
-       "publish.\n"
-       "# TYPE diode_hub_retrain_last_duration_seconds gauge\n"
-    << "diode_hub_retrain_last_duration_seconds " << double(last_retrain_ms_) / 1000.0 << "\n";
+  write_metric(o, "diode_hub_retrains_started_total", "counter", "Automatic retrainings started.", started_.load());
+  write_metric(o, "diode_hub_retrains_published_total", "counter", "Retrained models published.", published_.load());
+  write_metric(o, "diode_hub_retrains_rejected_total", "counter",
+               "Retrained models not published: worse than the published model on the same test problems.",
+               rejected_.load());
+  write_metric(o, "diode_hub_retrains_failed_total", "counter",
+               "Retrainings that failed (export, training, gate or publish).", failed_.load());
+  write_metric(o, "diode_hub_retrain_running", "gauge", "1 while a retraining runs.", running_ ? 1 : 0);
+  write_metric(o, "diode_hub_retrain_last_training_seconds", "gauge",
+               "Wall time of the last training process (mpirun).", double(last_training_ms_) / 1000.0);
+  write_metric(o, "diode_hub_retrain_last_duration_seconds", "gauge",
+               "Wall time of the last retraining: export, training, gate and publish.",
+               double(last_retrain_ms_) / 1000.0);
   return o.str();
 }
 
