@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Grow a dataset on the GPU machine: the dataset mix (torch_diode.collect.sample --mix
+# dataset: nn.Linear layouts, decode M 1-16, attention bmm, a tenth fp32 with TF32) of
+# seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
+# parts already in .carry/collect-$1 (they survive between calls while the machine stays
+# warm). Copies the new part, its .stats.json sidecar and its log to $OUT.
+#   bash datasets/collect.sh 2026112504 200 540
+set -euo pipefail
+seed=$1; n=$2; secs=$3
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TORCH_DIODE_AUTO_INSTALL=0
+D=.carry/collect-$seed; mkdir -p "$D"
+spec=$D/spec.json
+[ -f "$spec" ] || python -m torch_diode.collect.sample --n "$n" --seed "$seed" --mix dataset \
+  --shard-id "dataset-mix/$seed" --out "$spec"
+first=$(python - "$D" <<'PY'
+import glob, json, sys
+done = 0
+for f in sorted(glob.glob(sys.argv[1] + "/part-*.msgpack.stats.json")):
+    idx = [p["index"] for p in json.load(open(f))["problems"]]
+    done = max([done] + [i + 1 for i in idx])
+print(done)
+PY
+)
+echo "seed $seed: problems $first.. of $n for $secs s on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+if [ "$first" -ge "$n" ]; then echo "all $n problems collected"; exit 0; fi
+part=$D/part-$(printf %03d "$first").msgpack
+python -m torch_diode.collect --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" 2>&1 \
+  | grep -v "UserWarning\|warn_once" > "$D/log-$first.txt" || echo "collector exit $?"
+tail -15 "$D/log-$first.txt"
+cp "$spec" "$part"* "$D/log-$first.txt" "$OUT"/ 2>/dev/null || true
+ls -la "$OUT"
