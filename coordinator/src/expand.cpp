@@ -73,6 +73,10 @@ std::vector<Problem> expand_problems(const Manifest& m) {
     }
     return out;
   }
+  if (s.kind == ShapeSpec::Kind::problem_list) {
+    for (const auto& p : s.problems) add(p);  // in the listed order; a repeated problem is collected once
+    return out;
+  }
   std::vector<std::array<uint64_t, 3>> shapes = s.shapes;
   if (s.kind == ShapeSpec::Kind::grid) {
     shapes.clear();

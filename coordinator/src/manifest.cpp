@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "diode/io.h"
+#include "diode/wire.h"
 #include "diode/sha256.h"
 
 namespace diode::fleet {
@@ -285,9 +286,37 @@ void parse_lognormal(Checker& c, const YAML::Node& n, const std::string& path, L
   if (n["std"]) ln.std = c.real(n["std"], path + ".std", 0.0, 10.0);
 }
 
+// One entry of `distribution: problems`: {op, dtype, m, n, k, batch?, trans_a?, trans_b?,
+// bias?}. The op and dtype must be among sweep.ops/dtypes (checked in parse_sweep); the
+// problem itself is checked by the wire format's own rules (wire::validate).
+Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& path) {
+  Problem p;
+  if (!c.mapping(n, path, {"op", "dtype", "batch", "m", "n", "k", "trans_a", "trans_b", "bias"},
+                 {"op", "dtype", "m", "n", "k"}))
+    return p;
+  for (const char* key : {"op", "dtype", "m", "n", "k"})
+    if (!n[key]) return p;  // reported by mapping() above
+  constexpr uint64_t kMaxDim = 1ull << 31;
+  p.op = c.str(n["op"], path + ".op", 16);
+  p.dtype_a = p.dtype_b = p.dtype_out = c.str(n["dtype"], path + ".dtype", 16);
+  p.batch = n["batch"] ? c.uint(n["batch"], path + ".batch", 1, 1 << 20) : 1;
+  p.m = c.uint(n["m"], path + ".m", 1, kMaxDim);
+  p.n = c.uint(n["n"], path + ".n", 1, kMaxDim);
+  p.k = c.uint(n["k"], path + ".k", 1, kMaxDim);
+  if (n["trans_a"]) p.trans_a = c.boolean(n["trans_a"], path + ".trans_a");
+  if (n["trans_b"]) p.trans_b = c.boolean(n["trans_b"], path + ".trans_b");
+  p.bias = n["bias"] ? c.str(n["bias"], path + ".bias", 16) : (p.op == "addmm" || p.op == "baddbmm" ? "row" : "none");
+  try {
+    wire::validate(p, path);
+  } catch (const std::exception& e) {
+    c.error(n, path, e.what());
+  }
+  return p;
+}
+
 void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
   const std::string path = "sweep.shapes";
-  if (!c.mapping(n, path, {"distribution", "m", "n", "k", "round_to", "min", "max", "shapes", "batch"},
+  if (!c.mapping(n, path, {"distribution", "m", "n", "k", "round_to", "min", "max", "shapes", "batch", "list"},
                  {"distribution"}))
     return;
   std::string dist = c.str(n["distribution"], path + ".distribution");
@@ -297,6 +326,7 @@ void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
     for (const char* k : keys)
       if (n[k]) c.error(n[k], path + "." + k, "not allowed with distribution " + dist);
   };
+  if (dist != "problems") forbid({"list"});
   if (dist == "lognormal") {
     s.kind = ShapeSpec::Kind::lognormal;
     forbid({"shapes"});
@@ -333,8 +363,19 @@ void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
     if (n["m"]) s.grid_m = c.dims(n["m"], path + ".m", 1, kMaxDim);
     if (n["n"]) s.grid_n = c.dims(n["n"], path + ".n", 1, kMaxDim);
     if (n["k"]) s.grid_k = c.dims(n["k"], path + ".k", 1, kMaxDim);
+  } else if (dist == "problems") {
+    s.kind = ShapeSpec::Kind::problem_list;
+    forbid({"shapes", "m", "n", "k", "round_to", "min", "max", "batch"});
+    const auto& list = n["list"];
+    if (!list) {
+      c.error(n, path + ".list", "missing required field (a list of problems)");
+    } else if (c.sequence(list, path + ".list", 1, 65536)) {
+      for (size_t i = 0; i < list.size(); ++i)
+        s.problems.push_back(parse_problem_entry(c, list[i], path + ".list[" + std::to_string(i) + "]"));
+    }
   } else {
-    c.error(n["distribution"], path + ".distribution", "'" + dist + "' is not one of lognormal, explicit, grid");
+    c.error(n["distribution"], path + ".distribution",
+            "'" + dist + "' is not one of lognormal, explicit, grid, problems");
   }
 }
 
@@ -380,6 +421,19 @@ void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
   }
   if (n["smem_prefilter"]) m.smem_prefilter = c.boolean(n["smem_prefilter"], p + ".smem_prefilter");
   if (n["shapes"]) parse_shapes(c, n["shapes"], m.shapes);
+  if (m.shapes.kind == ShapeSpec::Kind::problem_list) {
+    const std::set<std::string> ops(m.ops.begin(), m.ops.end()), dtypes(m.dtypes.begin(), m.dtypes.end());
+    for (size_t i = 0; i < m.shapes.problems.size(); ++i) {
+      const Problem& pr = m.shapes.problems[i];
+      std::string at = p + ".shapes.list[" + std::to_string(i) + "]";
+      if (!ops.count(pr.op)) c.error(n["shapes"]["list"][i], at + ".op", "'" + pr.op + "' is not in sweep.ops");
+      if (!dtypes.count(pr.dtype_a))
+        c.error(n["shapes"]["list"][i], at + ".dtype", "'" + pr.dtype_a + "' is not in sweep.dtypes");
+    }
+    if (m.problems > m.shapes.problems.size())
+      c.error(n["problems"], p + ".problems",
+              "larger than the " + std::to_string(m.shapes.problems.size()) + " problems listed in sweep.shapes.list");
+  }
 }
 
 }  // namespace

@@ -27,13 +27,16 @@ struct LogNormal {
 };
 
 struct ShapeSpec {
-  enum class Kind { lognormal, explicit_set, grid };
+  // problem_list: whole problems (op, dtype, layout, bias, batch, sizes), e.g. the dataset
+  // mix that python -m torch_diode.collect.sample --mix dataset --manifest-from writes.
+  enum class Kind { lognormal, explicit_set, grid, problem_list };
   Kind kind = Kind::lognormal;
   LogNormal m{6.5725, 2.5562}, n{5.9139, 1.6697}, k{6.2049, 2.1647};
   uint64_t round_to = 8;
   uint64_t min_dim = 8, max_dim = 65536;
   std::vector<std::array<uint64_t, 3>> shapes;  // explicit (m, n, k)
   std::vector<uint64_t> grid_m, grid_n, grid_k;
+  std::vector<Problem> problems;  // problem_list, in order
   std::vector<uint64_t> batches{1, 4, 16, 64};  // drawn uniformly for bmm/baddbmm
 };
 

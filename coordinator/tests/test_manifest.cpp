@@ -163,3 +163,49 @@ TEST(Manifest, DuplicateKeysAreRefused) {
   // Equal values under different keys are fine; aliases are not expanded.
   EXPECT_TRUE(errors_of(std::string(kGood) + "priority: &p 5\nmax_attempts: *p\n").empty());
 }
+
+// `distribution: problems`: whole problems (layout, bias, batch) listed in order, as the
+// dataset mix sampler writes them; each checked by the wire format's rules and against
+// sweep.ops/dtypes.
+TEST(Expand, ProblemList) {
+  std::string g = kGood;
+  g.replace(g.find("problems: 1000"), 14, "problems: 3");
+  g.replace(g.find("distribution: lognormal"), 23,
+            "distribution: problems\n    list:\n"
+            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
+            "      - {op: bmm, dtype: float16, batch: 32, m: 512, n: 512, k: 128, trans_b: true}\n"
+            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
+            "      - {op: mm, dtype: float16, m: 64, n: 64, k: 64}");
+  Manifest m = parse_manifest(g, "m.yaml");
+  auto probs = expand_problems(m);
+  ASSERT_EQ(probs.size(), 3u);  // the repeat is collected once; then the third distinct one
+  EXPECT_EQ(probs[0].m, 7u);
+  EXPECT_TRUE(probs[0].trans_b);
+  EXPECT_EQ(probs[0].bias, "none");
+  EXPECT_EQ(probs[1].op, "bmm");
+  EXPECT_EQ(probs[1].batch, 32u);
+  EXPECT_EQ(probs[2].m, 64u);
+  EXPECT_FALSE(probs[2].trans_b);
+}
+
+TEST(Manifest, ProblemListErrors) {
+  std::string g = kGood;
+  g.replace(g.find("problems: 1000"), 14, "problems: 5");
+  g.replace(g.find("distribution: lognormal"), 23,
+            "distribution: problems\n    list:\n"
+            "      - {op: addmm, dtype: float16, m: 7, n: 4096, k: 1024}\n"     // op not in sweep.ops
+            "      - {op: mm, dtype: bfloat16, m: 7, n: 4096, k: 1024}\n"       // dtype not in sweep.dtypes
+            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, bias: row}\n"  // mm has no bias
+            "      - {op: mm, dtype: float16, m: 7, n: 4096}");                // k missing
+  auto errs = errors_of(g);
+  auto has = [&](const std::string& s) {
+    for (const auto& e : errs)
+      if (e.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("sweep.shapes.list[0].op: 'addmm' is not in sweep.ops")) << ::testing::PrintToString(errs);
+  EXPECT_TRUE(has("sweep.shapes.list[1].dtype: 'bfloat16' is not in sweep.dtypes"));
+  EXPECT_TRUE(has("sweep.shapes.list[2]"));
+  EXPECT_TRUE(has("sweep.shapes.list[3].k: missing required field"));
+  EXPECT_TRUE(has("sweep.problems: larger than the 4 problems listed"));
+}

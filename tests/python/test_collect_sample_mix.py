@@ -176,3 +176,39 @@ def test_cli_fp32_share_and_errors(tmp_path):
         sample.main(["--n", "5", "--seed", "4", "--shard-id", "t/3", "--mix", "dataset",
                      "--dtypes", "float32", "--out", str(out)])
     assert e.value.code == 2
+
+
+def _diode_cli():
+    import os
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    for cand in (os.environ.get("DIODE_BUILD_DIR"), root / "build"):
+        if cand and (pathlib.Path(cand) / "cli" / "diode").exists():
+            return pathlib.Path(cand) / "cli" / "diode"
+    pytest.skip("C++ build not found (cli/diode; set DIODE_BUILD_DIR)")
+
+
+def test_manifest_of_the_mix_expands_to_the_same_problems(tmp_path):
+    """--manifest-from writes a `distribution: problems` manifest: the coordinator (C++)
+    must accept it and lease exactly the sampled problems, in order (one definition of the
+    mix, the sampler's, reaching the fleet)."""
+    import pathlib
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = tmp_path / "mix.yaml"
+    assert sample.main(["--n", "23", "--seed", "77", "--shard-id", "unused", "--mix", "dataset",
+                        "--manifest-from", str(root / "manifests" / "h200.yaml"), "--name", "h200-mix-77",
+                        "--problems-per-shard", "5", "--out", str(out)]) == 0
+    diode = _diode_cli()
+    ok = subprocess.run([str(diode), "manifest", "validate", str(out)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "23 problems in 5 shards of 5" in ok.stdout
+    # The coordinator's shard specs carry the problems: compare them to the sampler's.
+    want = sample.sample_dataset_problems(23, seed=77)
+    r = subprocess.run([str(diode), "manifest", "shards", str(out), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    specs = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert [len(s["problems"]) for s in specs] == [5, 5, 5, 5, 3]
+    assert all(s["tf32"] == [True] for s in specs)
+    got = [wire.validate_problem(wire.problem_from_json(p)) for s in specs for p in s["problems"]]
+    assert got == want

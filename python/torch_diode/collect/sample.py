@@ -14,6 +14,7 @@ tenth fp32 (measured with TF32 on); `--mix dataset` on the command line.
 from __future__ import annotations
 
 import math
+import os
 import random
 from dataclasses import dataclass
 
@@ -202,6 +203,45 @@ def sample_dataset_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddb
     return [p for _, p in sample_dataset_mix(n, seed, ops, dtypes, fp32_share, bounds)]
 
 
+def problem_list_manifest(template_path: str, probs: list[wire.Problem], seed: int, name: str | None,
+                          per_shard: int, search_space: str, tf32: list[bool] | None, argv=None) -> str:
+    """A manifest whose sweep lists `probs` (coordinator: `distribution: problems`), so the
+    fleet collects exactly this sample; every other field comes from the template manifest."""
+    import yaml
+    with open(template_path) as f:
+        m = yaml.safe_load(f)
+    ops = [op for op in ("mm", "addmm", "bmm", "baddbmm") if any(p.op == op for p in probs)]
+    dtypes = [dt for dt in ("float16", "bfloat16", "float32") if any(p.dtype_a == dt for p in probs)]
+
+    def entry(p: wire.Problem) -> dict:
+        e = {"op": p.op, "dtype": p.dtype_a, "m": p.m, "n": p.n, "k": p.k}
+        if p.batch != 1:
+            e["batch"] = p.batch
+        if p.trans_a:
+            e["trans_a"] = True
+        if p.trans_b:
+            e["trans_b"] = True
+        if p.bias != "none":
+            e["bias"] = p.bias
+        return e
+
+    m["name"] = name or f"{m['name']}-{seed}"
+    m.pop("sweep_id", None)
+    sweep = m["sweep"]
+    sweep.update({"ops": ops, "dtypes": dtypes, "problems": len(probs), "problems_per_shard": per_shard,
+                  "seed": seed, "search_space": search_space,
+                  "shapes": {"distribution": "problems", "list": [entry(p) for p in probs]}})
+    if tf32 is not None:
+        sweep["tf32"] = tf32
+    import sys
+    head = ("# Written by python -m torch_diode.collect.sample "
+            + " ".join(sys.argv[1:] if argv is None else argv) + "\n"
+            "# The sample's problems, listed (distribution: problems); hardware and timing from "
+            + os.path.basename(template_path) + ".\n")
+    body = yaml.safe_dump(m, sort_keys=False, default_flow_style=None, width=200)
+    return head + body
+
+
 def main(argv=None) -> int:
     """python -m torch_diode.collect.sample --n 64 --seed 2026 --shard-id ID [--mix dataset] --out spec.json"""
     import argparse
@@ -222,6 +262,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fp32-share", type=float, default=FP32_SHARE,
                     help=f"--mix dataset: share of float32 problems (default {FP32_SHARE})")
     ap.add_argument("--search-space", default="EXHAUSTIVE")
+    ap.add_argument("--manifest-from", metavar="TEMPLATE.yaml",
+                    help="write a manifest (manifests/README.md, distribution: problems) instead of a "
+                         "spec: hardware, timing and priority from TEMPLATE, the sweep from this sample")
+    ap.add_argument("--name", help="--manifest-from: the new manifest's name (default: template's name-seed)")
+    ap.add_argument("--problems-per-shard", type=int, default=10, help="--manifest-from: shard size")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     ops, dtypes = tuple(a.ops.split(",")), tuple(a.dtypes.split(","))
@@ -232,6 +277,12 @@ def main(argv=None) -> int:
             probs = sample_problems(a.n, a.seed, ops, dtypes)
     except ValueError as e:
         ap.error(str(e))
+    if a.manifest_from:
+        with open(a.out, "w") as f:
+            f.write(problem_list_manifest(a.manifest_from, probs, a.seed, a.name, a.problems_per_shard,
+                                          a.search_space, tf32=[True] if a.mix == "dataset" else None,
+                                          argv=argv))
+        return 0
     spec = {"shard_id": a.shard_id, "sweep_id": a.sweep_id, "search_space": a.search_space,
             "problems": [wire.to_json(p) for p in probs]}
     if a.mix == "dataset":
