@@ -9,9 +9,14 @@ MIN_TORCH                      oldest supported torch (tuple)
 UnsupportedTorch               raised, with the reason, when this torch cannot be driven
 require_supported_torch()      check the running torch; returns its (major, minor)
 finalize_hook_name(base=None)  "_finalize_template_configs" (>= Sept 2025) or "_finalize_mm_configs"
+choices_subclass(finalize, base=None, name=, mixins=, namespace=)
+                               THE InductorChoices subclass factory (collector and hook):
+                               finalize(self, parent, args, kwargs) replaces the finalize hook
 make_choices_class(on_finalize, base=None)
-                               an InductorChoices subclass whose finalize hook calls
+                               the collector's subclass: its finalize hook calls
                                on_finalize(ktcs: list, kernel_inputs, op_name) -> list of KTCs
+bind_finalize_args(m, a, kw)   a finalize call's arguments by parameter name
+mm_scalars(kernel_inputs)      alpha / beta of addmm / baddbmm
 install_choices(cls)           context manager: Inductor uses `cls` for the duration
 ktc_params(ktc) -> dict        the per-config template kwargs (`.params.to_kwargs()` / `.kwargs`)
 ktc_extra(ktc) -> dict         per-op kwargs (ALLOW_TF32, epilogue_fn, ...)
@@ -80,31 +85,63 @@ def finalize_hook_name(base: type | None = None) -> str:
                            "_finalize_template_configs nor _finalize_mm_configs")
 
 
+def bind_finalize_args(method, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Maps a call of a finalize method (args exclude self) to its parameter names.
+
+    Every known signature names template_choices, kernel_inputs, templates and op_name;
+    one old variant has an extra `layout` before `templates`."""
+    bound = inspect.signature(method).bind(None, *args, **kwargs)
+    return dict(bound.arguments)
+
+
+def choices_subclass(finalize: Callable[[Any, Callable, tuple, dict], Any], base: type | None = None, *,
+                     name: str = "DiodeChoices", mixins: tuple = (), namespace: dict | None = None) -> type:
+    """THE InductorChoices subclass factory of torch_diode: the collector
+    (make_choices_class) and the hook (hook.choices.choices_class) both build through it.
+
+    The class derives from `mixins` + `base` (default InductorChoices) and overrides
+    whichever finalize hook this torch calls (`_finalize_template_configs`, or
+    `_finalize_mm_configs` before Sept 2025) with
+        finalize(self, parent, args, kwargs) -> list of KTCs
+    where `parent` is the base's unbound finalize method (also on the class as
+    `_diode_base_finalize`) and args/kwargs the call's arguments after self.
+    `namespace` adds attributes (uuid, __init__, ...)."""
+    base = base or _choices_base()
+    hook_name = finalize_hook_name(base)
+    parent = getattr(base, hook_name)
+
+    def hook(self, *args, **kwargs):
+        return finalize(self, parent, args, kwargs)
+
+    hook.__name__ = hook_name
+    hook.__doc__ = f"torch_diode override of {base.__name__}.{hook_name}"
+    ns = {"_diode_base_finalize": staticmethod(parent), "_diode_choices_factory": "inductor_compat.choices_subclass",
+          **(namespace or {}), hook_name: hook}
+    return type(name, (*mixins, base), ns)
+
+
 def make_choices_class(on_finalize: Callable[[list, Any, str], list], base: type | None = None) -> type:
     """Subclass of InductorChoices (or `base`) routing the finalize hook to `on_finalize`.
 
     The parent's finalize runs first (it flattens the per-template generators and
     logs), so on_finalize sees exactly the choices Inductor would compile.
     """
-    base = base or _choices_base()
-    name = finalize_hook_name(base)
-    parent = getattr(base, name)
 
-    # op_name follows `templates` (new) or `layout, templates` (old): find it by name.
-    names = list(inspect.signature(parent).parameters)
-    op_pos = names.index("op_name") - 3 if "op_name" in names else -1  # after self, choices, inputs
-
-    def hook(self, template_choices, kernel_inputs, *args, **kwargs):
-        ktcs = list(parent(self, template_choices, kernel_inputs, *args, **kwargs))
-        op_name = kwargs.get("op_name")
-        if op_name is None:
-            op_name = args[op_pos] if 0 <= op_pos < len(args) else ""
-        return on_finalize(ktcs, kernel_inputs, op_name)
+    def finalize(self, parent, args, kwargs):
+        ktcs = list(parent(self, *args, **kwargs))
+        bound = bind_finalize_args(parent, args, kwargs)
+        return on_finalize(ktcs, bound.get("kernel_inputs"), bound.get("op_name") or "")
 
     def uuid(self) -> str:  # newer Inductor keys its caches on the handler's uuid
         return f"torch_diode.{type(self).__name__}.{id(on_finalize):x}"
 
-    return type("DiodeChoices", (base,), {name: hook, "uuid": uuid})
+    return choices_subclass(finalize, base, name="DiodeChoices", namespace={"uuid": uuid})
+
+
+def mm_scalars(kernel_inputs) -> dict:
+    """alpha / beta of addmm / baddbmm (MMKernelInputs' private `_scalars` on 2.10-2.13);
+    {} where this torch does not keep them."""
+    return dict(getattr(kernel_inputs, "_scalars", None) or {})
 
 
 MISSING = object()  # "no choices handler cached in this thread"

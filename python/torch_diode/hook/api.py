@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from ..model import LoadedModel, ModelFormatError, load_model_dir
-from . import compat, detect, sources
+from . import compat, contribute, detect, sources
 from .choices import ChoicesFactory, DiodeChoicesMixin, HookState
 from .ranking import Options, Ranker
 from .stats import CallRecord, Stats
@@ -270,7 +270,10 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
 
     `model`: a model or bundle directory (default: registered, DIODE_MODEL, hub, cache).
     Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive", any case:
-    "EXHAUSTIVE" as in manifests works too), fallback ("default"/"raise"). Without a
+    "EXHAUSTIVE" as in manifests works too), fallback ("default"/"raise"), mode ("topk": the
+    model's top-k configs are benchmarked by Inductor, the default; "predict": the model's
+    single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default).
+    Without a
     usable model the handler is still installed and takes Inductor's default path on
     every GEMM, counting the reason (and warning once per cause why there is no model).
     Raises RuntimeError if another InductorChoices handler is installed, unless `force`
@@ -286,9 +289,23 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
         return loaded is not None
 
 
+def _maybe_contribute() -> None:
+    """TORCH_DIODE_CONTRIBUTE=DIR: record Inductor's autotune timings of what the hook
+    offers (hook/contribute.py). Off by default; needs a detected GPU."""
+    if not os.environ.get(contribute.ENV_CONTRIBUTE, "").strip() or contribute.active() is not None:
+        return
+    try:
+        hw = detect.detect_hardware()
+    except Exception as e:
+        log.debug("torch_diode: contribute: hardware detection failed: %s", e)
+        hw = None
+    contribute.enable_from_env(hw)
+
+
 def _activate(state: HookState, force: bool = False) -> None:
     global _state, _install
     base = compat.choices_base()  # raises UnsupportedTorch with the reason on old torch
+    _maybe_contribute()
     if _install is not None:      # re-install: restore first so the prior values stay exact
         force = force or _install.forced
         _uninstall_locked()
@@ -374,7 +391,7 @@ def auto_install() -> bool:
 # ---------------------------------------------------------------- options, stats, logging
 
 def set_options(**options: Any) -> dict[str, Any]:
-    """Changes top_k / threshold / max_kept / search_space / fallback (validated); applies now."""
+    """Changes top_k / threshold / max_kept / search_space / fallback / mode (validated); applies now."""
     global _options
     with _lock:
         _options = replace(_options, **options)
@@ -386,7 +403,8 @@ def set_options(**options: Any) -> dict[str, Any]:
 def get_options() -> dict[str, Any]:
     o = _options
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
-            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback}
+            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
+            "mode": o.mode}
 
 
 def get_prediction_stats() -> dict[str, Any]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from .. import __version__
+from .. import inductor_compat as ic
 from ..wire import OPS
-from . import compat, extract
-from .ranking import Options, Ranker, select, top_margin
+from . import compat, contribute, extract
+from .ranking import Options, Ranker, config_key
 from .stats import CallRecord, Stats
 
 log = logging.getLogger("torch_diode")
@@ -112,21 +114,34 @@ class DiodeChoicesMixin:
             rankable = [k for v in candidates.values() for k in v if extract.is_rankable(k)]
             rec.other_choices = sum(1 for v in candidates.values() for k in v if not extract.is_rankable(k))
             if not rankable:
+                own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+                if state.options.mode == "predict" and own and rec.other_choices > 1:
+                    # nothing the model scores but ATen and unscored alternatives: predict mode
+                    # never benchmarks, so ATen (Inductor's choice without max-autotune) alone
+                    rec.outcome = "passthrough:predict_aten_only"
+                    rec.predicted = "aten"
+                    state.stats.record(rec)
+                    return call_base(_only(candidates, own[0]))
                 rec.outcome = "passthrough:no_triton_configs"
                 state.stats.record(rec)
                 return call_base(lists)
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
                            "k": problem.k, "dtype": problem.dtype_a}
-            configs = [extract.config_from_ktc(k) for k in rankable]
-            scores, rec.cache_hit, predict_s = state.ranker.score(problem, configs)
-            kept_idx = select(scores, state.options)
+            keys = extract.config_keys_from_ktcs(rankable)
+            if state.options.mode == "predict":
+                return self._diode_predict(state, rec, t0, candidates, rankable, keys, problem, call_base,
+                                           lists)
+            ranking = state.ranker.rank_keys(problem, keys, state.options)
+            rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
+            kept_idx = ranking.kept
             kept = {id(rankable[i]) for i in kept_idx}
             filtered = {uid: [k for k in v if not extract.is_rankable(k) or id(k) in kept]
                         for uid, v in candidates.items()}
             rec.configs_in, rec.configs_kept = len(rankable), len(kept_idx)
-            rec.kept = [{**configs[i].__dict__, "score": scores[i]} for i in kept_idx]
-            rec.margin = top_margin(scores, configs)
+            kept_configs = {i: extract.config_from_ktc(rankable[i]) for i in kept_idx}
+            rec.kept = [{**kept_configs[i].__dict__, "score": float(ranking.scores[i])} for i in kept_idx]
+            rec.margin = ranking.margin
         except extract.Unsupported as e:
             rec.outcome = f"passthrough:{e}"
             state.stats.record(rec)
@@ -141,10 +156,65 @@ class DiodeChoicesMixin:
             return call_base(lists)
         rec.predict_ms = (time.perf_counter() - t0) * 1e3
         state.stats.record(rec, predict_s)
+        contributor = contribute.active()
+        if contributor is not None:
+            _offer(contributor, problem, filtered, {id(rankable[i]): kept_configs[i] for i in kept_idx})
         log.debug("torch_diode: %s %s kept %d/%d Triton configs (+%d other) in %.2f ms%s", op_name,
                   rec.problem, rec.configs_kept, rec.configs_in, rec.other_choices, rec.predict_ms,
                   " (cached)" if rec.cache_hit else "")
         return call_base(filtered)
+
+    def _diode_predict(self, state: HookState, rec: CallRecord, t0: float, candidates: dict, rankable: list,
+                       keys: list, problem, call_base, lists: dict):
+        """Predict mode: the single best-scored choice, so that Inductor benchmarks nothing.
+
+        The op's own ATen kernel is scored with the Triton configs when the model's feature
+        spec has the `aten` template (models trained on collector data do: the collector
+        times ATen as template `aten`); the lowest predicted time wins. A model without an
+        `aten` feature cannot compare ATen, so ATen and the top Triton config are handed
+        over and Inductor benchmarks those two. Other choices (aten::bias_addmm,
+        decompose_k, CUTLASS, ...) are not scored and not handed over. If the winner does
+        not build, the next best is tried (PREDICT_TRIES in all); then the default path.
+        """
+        own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+        scores_aten = bool(own) and "aten" in state.ranker.spec.templates
+        offered = list(keys)
+        aten_cfg = None
+        if scores_aten:
+            aten_cfg = extract.aten_config(own[0], problem)
+            offered.append(config_key(aten_cfg))
+        ranking = state.ranker.rank_keys(problem, offered, replace(state.options, top_k=1, threshold=0.0))
+        rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
+        rec.configs_in = len(rankable)
+        rec.margin = ranking.margin
+        order = ranking.scores.argsort(kind="stable")[:PREDICT_TRIES].tolist()
+        picked = None
+        for i in order:
+            ktc = own[0] if i == len(rankable) else rankable[i]
+            if extract.builds(ktc):
+                picked = i
+                break
+            state.stats.count_predict_retry()
+        if picked is None:
+            rec.outcome = "fallback:predicted_choice_failed"
+            state.stats.record(rec)
+            state.warn_once("predicted_choice_failed",
+                            f"{rec.op}: the {len(order)} best predicted choices did not build")
+            return call_base(lists)
+        cfg = aten_cfg if picked == len(rankable) else extract.config_from_ktc(rankable[picked])
+        rec.kept = [{**cfg.__dict__, "score": float(ranking.scores[picked])}]
+        if picked == len(rankable):
+            rec.predicted, rec.configs_kept, keep = "aten", 0, [own[0]]
+        elif own and not scores_aten:
+            rec.predicted, rec.configs_kept, keep = "aten+triton", 1, [own[0], rankable[picked]]
+        else:
+            rec.predicted, rec.configs_kept, keep = "triton", 1, [rankable[picked]]
+        rec.other_choices = sum(1 for k in keep if not extract.is_rankable(k))
+        rec.predict_ms = (time.perf_counter() - t0) * 1e3
+        state.stats.record(rec, predict_s)
+        log.debug("torch_diode: %s %s predicted %s (%s) in %.2f ms", rec.op, rec.problem, rec.predicted,
+                  rec.kept[0], rec.predict_ms)
+        return call_base(_only(candidates, *keep))
 
     def _diode_exhaustive(self, bound: dict, lists: dict) -> dict:
         """Triton templates re-enumerated in Inductor's EXHAUSTIVE space (this call only)."""
@@ -164,6 +234,37 @@ class DiodeChoicesMixin:
         return out
 
 
+def _offer(contributor, problem, lists: dict, triton_configs: dict) -> None:
+    """Registers what goes to Inductor with the feedback contributor (TORCH_DIODE_CONTRIBUTE)."""
+    try:
+        pairs = []
+        for v in lists.values():
+            for k in v:
+                cfg = triton_configs.get(id(k))
+                if cfg is None:
+                    cfg = extract.other_config(k, problem)
+                pairs.append((k, cfg))
+        contributor.offer(problem, pairs)
+    except Exception as e:  # feedback must never break compilation
+        log.debug("torch_diode: contribute: cannot register choices: %s", e)
+
+
+PREDICT_TRIES = 3  # predict mode: best choices tried in turn when one does not build
+
+
+def _only(candidates: dict, *keep) -> dict:
+    """The candidate lists with only `keep` (by identity, each once), in Inductor's order."""
+    ids = {id(k) for k in keep}
+    out = {}
+    for uid, v in candidates.items():
+        out[uid] = []
+        for k in v:
+            if id(k) in ids:
+                ids.discard(id(k))
+                out[uid].append(k)
+    return out
+
+
 def _reason(e: Exception) -> str:
     if isinstance(e, FloatingPointError):
         return "non_finite_prediction"
@@ -176,21 +277,15 @@ _CLASS_CACHE: dict[type, type] = {}
 
 
 def choices_class(base: type | None = None) -> type:
-    """The handler class for this torch: a subclass of `base` (default InductorChoices)
-    that overrides whichever finalize hook this version calls."""
+    """The handler class for this torch: built by inductor_compat.choices_subclass (the
+    factory the collector uses too) from DiodeChoicesMixin and `base` (default
+    InductorChoices), overriding whichever finalize hook this version calls."""
     base = base or compat.choices_base()
     if base in _CLASS_CACHE:
         return _CLASS_CACHE[base]
-    name = compat.finalize_hook_name()
-    base_fn = getattr(base, name, None)
-    if base_fn is None:
-        raise compat.UnsupportedTorch(f"{base.__name__} has no {name}")
 
-    def finalize(self, *args, **kwargs):
+    def finalize(self, parent, args, kwargs):
         return self._diode_finalize(args, kwargs)
-
-    finalize.__name__ = name
-    finalize.__doc__ = f"torch_diode override of {base.__name__}.{name}"
 
     def __init__(self, state: HookState | None = None):
         base.__init__(self)
@@ -199,10 +294,8 @@ def choices_class(base: type | None = None) -> type:
             state = api.current_state()
         self._diode_state = state
 
-    cls = type("DiodeInductorChoices", (DiodeChoicesMixin, base), {
-        name: finalize, "__init__": __init__, "_diode_base_finalize": staticmethod(base_fn),
-        "__module__": __name__,
-    })
+    cls = ic.choices_subclass(finalize, base, name="DiodeInductorChoices", mixins=(DiodeChoicesMixin,),
+                              namespace={"__init__": __init__, "__module__": __name__})
     _CLASS_CACHE[base] = cls
     return cls
 
@@ -233,7 +326,8 @@ class ChoicesFactory:
 
 def _options_dict(o: Options) -> dict:
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
-            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback}
+            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
+            "mode": o.mode}
 
 
 def _rebuild_factory(model_path: str | None, options: dict, uuid: str) -> ChoicesFactory:

@@ -7,9 +7,8 @@ template uids, the supported-version check. They are re-exported here so the hoo
 modules import one place.
 
 What only the hook needs, and lives here until it moves into inductor_compat:
-* `bind_finalize_args`: maps a finalize call to parameter names through the base
-  method's signature (one old variant has an extra `layout` argument), so the hook can
-  hand Inductor back the same call with filtered lists;
+* `bind_finalize_args` and `choices_subclass` (the one InductorChoices subclass factory,
+  shared with the collector) now live in inductor_compat and are re-exported here;
 * the installed handler: `config.inductor_choices_class` (a zero-argument factory) where
   it exists, else the per-thread slot of `V.set_choices_handler`. Inductor's
   `_choices_default` caches the handler it builds in that thread-local slot, so a later
@@ -22,12 +21,13 @@ What only the hook needs, and lives here until it moves into inductor_compat:
 from __future__ import annotations
 
 import contextlib
-import inspect
 from typing import Any, Iterator
 
 from ..inductor_compat import (  # noqa: F401  (re-exports)
     MISSING,
     UnsupportedTorch,
+    bind_finalize_args,
+    choices_subclass,
     exhaustive_flag_supported,
     finalize_hook_name,
     ktc_extra,
@@ -44,15 +44,6 @@ def choices_base() -> type:
     require_supported_torch()
     from torch._inductor.choices import InductorChoices
     return InductorChoices
-
-
-def bind_finalize_args(method, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """Maps a call of the base finalize method (args exclude self) to its parameter names.
-
-    Every known signature names template_choices, kernel_inputs, templates and op_name.
-    """
-    bound = inspect.signature(method).bind(None, *args, **kwargs)
-    return dict(bound.arguments)
 
 
 ktc_uid = ktc_template_uid
@@ -100,3 +91,13 @@ def gemm_search_space(space: str | None, prune_shared_mem: bool = False) -> Iter
         patch["max_autotune_prune_choices_based_on_shared_mem"] = True
     with cfg.patch(**patch):
         yield
+
+
+def cublas_tf32_enabled() -> bool:
+    """Whether cuBLAS may use TF32 for fp32 matmuls (torch.backends, old or new API)."""
+    import torch
+    m = torch.backends.cuda.matmul
+    prec = getattr(m, "fp32_precision", None)
+    if isinstance(prec, str) and prec not in ("none", ""):
+        return prec == "tf32"
+    return bool(getattr(m, "allow_tf32", False))

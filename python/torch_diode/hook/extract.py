@@ -58,7 +58,7 @@ def problem_from_inputs(kernel_inputs: Any, op_name: str) -> Problem:
             bias = "column"
         else:
             bias = "full"
-    scalars = getattr(kernel_inputs, "_scalars", None) or {}
+    scalars = ic.mm_scalars(kernel_inputs)
     p = Problem(op=op_name, batch=batch, m=m, n=n, k=k,
                 dtype_a=dtype_name(dtypes[i1]), dtype_b=dtype_name(dtypes[i2]),
                 dtype_out=dtype_name(kernel_inputs.out_dtype()),
@@ -97,6 +97,86 @@ def config_from_ktc(ktc: Any) -> KernelConfig:
         raise Unsupported("config_without_blocks") from e
 
 
+def config_key_from_ktc(ktc: Any) -> tuple:
+    """ranking.config_key(config_from_ktc(ktc)) without building the KernelConfig (the
+    frozen dataclass costs microseconds per config; the hook reads ~1,400 per GEMM in the
+    EXHAUSTIVE space and builds KernelConfigs only for what it keeps)."""
+    kw = compat.ktc_kwargs(ktc)
+    extra = compat.ktc_extra_kwargs(ktc)
+    try:
+        return (compat.ktc_uid(ktc), int(kw["BLOCK_M"]), int(kw["BLOCK_N"]), int(kw["BLOCK_K"]),
+                int(kw.get("GROUP_M", 8)), int(kw["num_stages"]), int(kw["num_warps"]),
+                bool(kw.get("EVEN_K", False)), bool(extra.get("ALLOW_TF32", kw.get("ALLOW_TF32", False))),
+                bool(kw.get("USE_FAST_ACCUM", False)), _acc_type(kw.get("ACC_TYPE")), ())
+    except KeyError as e:
+        raise Unsupported("config_without_blocks") from e
+
+
+def config_keys_from_ktcs(ktcs: list) -> list[tuple]:
+    """[config_key_from_ktc(k) for k in ktcs], in one loop with no per-KTC dict copies
+    (the hook's hot path: ~1,400 KTCs per GEMM in the EXHAUSTIVE space)."""
+    out = []
+    append = out.append
+    uids: dict[int, str] = {}
+    try:
+        for ktc in ktcs:
+            t = ktc.template
+            uid = uids.get(id(t))
+            if uid is None:
+                uid = uids[id(t)] = compat.ktc_uid(ktc)
+            p = getattr(ktc, "params", None)
+            kw = p.to_kwargs() if p is not None and hasattr(p, "to_kwargs") else compat.ktc_kwargs(ktc)
+            extra = getattr(ktc, "extra_kwargs", None) or {}
+            get = kw.get
+            acc = get("ACC_TYPE")
+            # no int(): Inductor's sizes are ints already, and any other integer type
+            # (numpy, sympy Integer) compares and hashes equal to its int() and converts
+            # to float for the features; flags go through bool() (a sympy boolean would not)
+            append((uid, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], get("GROUP_M", 8), kw["num_stages"],
+                    kw["num_warps"], bool(get("EVEN_K", False)),
+                    bool(extra.get("ALLOW_TF32", get("ALLOW_TF32", False))),
+                    bool(get("USE_FAST_ACCUM", False)), "" if acc is None else _acc_type(acc), ()))
+    except KeyError as e:
+        raise Unsupported("config_without_blocks") from e
+    return out
+
+
 def is_rankable(ktc: Any) -> bool:
     """Triton GEMM templates are ranked; ATen, decompose_k, CUTLASS, ... are always kept."""
     return compat.ktc_uid(ktc).startswith("triton::")
+
+
+OWN_ATEN = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def is_own_aten(ktc: Any) -> bool:
+    """The op's own cuBLAS kernel (not aten::bias_addmm, decompose_k, ...)."""
+    return compat.ktc_uid(ktc) in OWN_ATEN
+
+
+def aten_config(ktc: Any, problem: Problem) -> KernelConfig:
+    """The op's ATen choice as the collector records it (collect.records.to_config): template
+    `aten`, TF32 as cuBLAS runs fp32 (the torch.backends switch), scalars in `extra`."""
+    from ..collect.records import to_config
+    params = {}
+    try:
+        params = {**compat.ktc_kwargs(ktc), **compat.ktc_extra_kwargs(ktc)}
+    except compat.UnsupportedTorch:
+        pass
+    return to_config(compat.ktc_uid(ktc), params,
+                     allow_tf32=problem.dtype_a == "float32" and compat.cublas_tf32_enabled())
+
+
+def builds(ktc: Any) -> bool:
+    """Whether the KTC's ChoiceCaller builds (Inductor drops a KTC whose codegen fails, and
+    builds it right after the finalize hook anyway, so asking now costs nothing extra)."""
+    return getattr(ktc, "choice", True) is not None
+
+
+def other_config(ktc: Any, problem: Problem) -> KernelConfig:
+    """A non-Triton choice as the collector records it: the op's ATen kernel as `aten`,
+    others (aten::bias_addmm, decompose_k, ...) by uid and integer kwargs."""
+    if is_own_aten(ktc):
+        return aten_config(ktc, problem)
+    from ..collect.records import to_config
+    return to_config(compat.ktc_uid(ktc), {**compat.ktc_kwargs(ktc), **compat.ktc_extra_kwargs(ktc)})

@@ -1,22 +1,33 @@
 """Scoring a problem's template configs with the model, and choosing which to keep.
 
-One batched forward per problem: the features of every config (torch_diode.features,
-the reference the model was trained on) are stacked, normalised by the model's
-feature_spec, and run through the MLP at once. Predictions are cached per problem, so
-a GEMM that appears many times in a graph (or again after a recompile) costs one
-forward.
+One batched forward per problem. The feature matrix of all configs is built with numpy
+column operations (no per-config Python loop beyond reading each config's fields once):
+the problem's features are computed once and broadcast; the config and mixed columns use
+float64 +, -, *, / and ceil, which are correctly rounded in numpy as in Python, and every
+log2 is taken with math.log2 on the *distinct* values of its column only (a few dozen),
+so each feature is bit-identical to torch_diode.features (the C++ mirror). The matrix is
+normalised by the model's feature_spec and run through the MLP at once; top-k / threshold
+selection is one stable argsort. Predictions are cached per problem, so a GEMM that
+appears many times in a graph (or again after a recompile) costs one forward.
+
+`ReferenceRanker` is the previous implementation (torch_diode.features per config, one
+Python sort): bench/hook_rank_speed.py and tests/python/test_hook_rank_fast.py check that
+`Ranker` returns exactly its scores and ranking.
 """
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-from ..features import raw_features
+from ..features import _DTYPE_BYTES, raw_features
 from ..model import LoadedModel
 from ..wire import KernelConfig, Problem
 
@@ -25,6 +36,26 @@ DEFAULT_THRESHOLD = 0.05   # keep configs predicted within 5% of the best time
 DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, whatever the threshold
 CACHE_PROBLEMS = 4096
 SEARCH_SPACES = ("default", "exhaustive")
+# "topk": keep the top-k (+ threshold) Triton configs and every other choice; Inductor
+#         benchmarks what is kept. "predict": hand Inductor the model's single best choice
+#         (one Triton config, or the op's ATen kernel when the model predicts it fastest):
+#         Inductor then benchmarks nothing (docs/hook.md, Modes).
+MODES = ("topk", "predict")
+ENV_MODE = "TORCH_DIODE_MODE"
+
+
+def env_mode() -> str:
+    """TORCH_DIODE_MODE (topk | predict, any case); unset or invalid: topk (invalid is warned)."""
+    import logging
+    import os
+    v = os.environ.get(ENV_MODE, "").strip().lower()
+    if not v:
+        return "topk"
+    if v not in MODES:
+        logging.getLogger("torch_diode").warning("torch_diode: ignoring %s=%r (expected one of %s); using topk",
+                                                 ENV_MODE, v, "|".join(MODES))
+        return "topk"
+    return v
 MAX_LOG_MARGIN = math.log(1e3)  # top_margin() reports at most a predicted 1000x
 
 
@@ -36,6 +67,7 @@ class Options:
     search_space: str = "default"   # "default" | "exhaustive" (any case): Triton configs the model scores
     prune_shared_mem: bool = True   # exhaustive only: let Inductor drop configs over the smem limit
     fallback: str = "default"       # "default" (Inductor's full list) | "raise" (debugging)
+    mode: str = field(default_factory=env_mode)  # "topk" | "predict" (MODES)
 
     def __post_init__(self):
         if not isinstance(self.top_k, int) or self.top_k < 1:
@@ -57,10 +89,14 @@ class Options:
             raise ValueError(f"prune_shared_mem must be a bool, got {self.prune_shared_mem!r}")
         if self.fallback not in ("default", "raise"):
             raise ValueError(f"fallback must be 'default' or 'raise', got {self.fallback!r}")
+        mode = self.mode.strip().lower() if isinstance(self.mode, str) else None
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        object.__setattr__(self, "mode", mode)
 
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
-                f"-p{int(self.prune_shared_mem)}-f{self.fallback}")
+                f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}")
 
 
 def select(scores: list[float], opts: Options) -> list[int]:
@@ -68,13 +104,34 @@ def select(scores: list[float], opts: Options) -> list[int]:
 
     Scores are predicted log(time): "within 5%" means score <= best + log(1.05).
     """
-    if not scores:
+    if len(scores) == 0:
         return []
     order = sorted(range(len(scores)), key=lambda i: (scores[i], i))
     best = scores[order[0]]
     limit = best + math.log1p(opts.threshold)
     kept = [i for r, i in enumerate(order) if r < opts.top_k or scores[i] <= limit]
     return kept[:opts.max_kept]
+
+
+def select_array(scores: np.ndarray, opts: Options) -> list[int]:
+    """select() on a numpy array: the same indices in the same order (ties by index)."""
+    n = len(scores)
+    if not n:
+        return []
+    order = np.argsort(scores, kind="stable")
+    s = scores[order]
+    limit = float(s[0]) + math.log1p(opts.threshold)
+    keep = s <= limit
+    keep[:opts.top_k] = True
+    return order[keep][:opts.max_kept].tolist()
+
+
+def margin_of_distinct(distinct_scores: np.ndarray) -> float | None:
+    """top_margin() given one score per distinct config."""
+    if len(distinct_scores) < 2:
+        return None
+    s1, s2 = np.partition(distinct_scores, 1)[:2].tolist()
+    return math.expm1(min(s2 - s1, MAX_LOG_MARGIN))
 
 
 def top_margin(scores: list[float], configs: list) -> float | None:
@@ -95,8 +152,279 @@ def top_margin(scores: list[float], configs: list) -> float | None:
     return math.expm1(min(s2 - s1, MAX_LOG_MARGIN))
 
 
+_config_key = operator.attrgetter("template", "block_m", "block_n", "block_k", "group_m", "num_stages",
+                                  "num_warps", "even_k", "allow_tf32", "use_fast_accum", "acc_type", "extra")
+
+
+def config_key(c: KernelConfig) -> tuple:
+    """Every field of a KernelConfig (what its __eq__ compares), as a plain tuple: hashing
+    it is C code, several times cheaper than the dataclass's generated __hash__."""
+    return _config_key(c)
+
+
+def _lg(v: float) -> float:  # features._lg
+    return math.log2(max(v, 1.0))
+
+
+def _cdiv(a: float, b: float) -> float:  # features._ceil_div
+    return float(math.ceil(a / b))
+
+
+def _log2_distinct(x: np.ndarray, floor_one: bool = True) -> np.ndarray:
+    """features._lg (or math.log2) of each element, computed once per distinct value with
+    math.log2: bit-identical to the Python reference, which np.log2 need not be."""
+    u, inv = np.unique(x, return_inverse=True)
+    f = _lg if floor_one else math.log2
+    return np.asarray([f(v) for v in u.tolist()], dtype=np.float64)[inv.reshape(-1)]
+
+
+# columns of features.BASE_FEATURE_NAMES by what they depend on
+_PROBLEM_COLS = slice(0, 12)     # log2_m .. log2_intensity: the problem only
+_STATIC_COLS = slice(12, 20)     # log2_block_m .. allow_tf32: the config only
+_SMEM, _TILES, _WAVES, _WAVE_EFF, _M_WASTE, _N_WASTE, _K_WASTE, _K_ITERS, _TILE_INT = range(20, 29)
+_ONE_HOT = 29                    # template=<t>, one per spec.templates
+
+
+class _ConfigTable:
+    """Per-config feature columns, computed once per distinct config (keyed by config_key)
+    and kept for the life of the Ranker: the config-only columns, the two columns that
+    depend on the config and the dtype's size only (smem, tile intensity) for every dtype
+    size, and small codes of the block sizes into the distinct values seen, so that the
+    columns that depend on the problem too (tiles, waves, waste, k iterations) are
+    computed per distinct block size and gathered."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.index: dict[tuple, int] = {}
+        self.n = 0
+        nt = len(spec.templates)
+        self.static = np.empty((0, 8 + nt), dtype=np.float32)
+        self.sizes = sorted(set(float(v) for v in _DTYPE_BYTES.values()))
+        self.smem = {b: np.empty(0, dtype=np.float32) for b in self.sizes}
+        self.tile_int = {b: np.empty(0, dtype=np.float32) for b in self.sizes}
+        self.values: list[list[float]] = [[], [], []]   # distinct BLOCK_M, BLOCK_N, BLOCK_K (as used)
+        self._codes: list[dict[float, int]] = [{}, {}, {}]
+        self.code = np.empty((0, 3), dtype=np.intp)
+
+    def rows(self, configs: list) -> np.ndarray:
+        """Row of each config, registering the new ones (one hash per config)."""
+        return self.rows_for_keys(list(map(_config_key, configs)))  # C loops only: attrgetter
+
+    def rows_for_keys(self, keys: list[tuple]) -> np.ndarray:
+        """Row of each config_key, registering the new ones."""
+        get = self.index.get
+        rows = list(map(get, keys))
+        if None in rows:
+            new = list(dict.fromkeys(k for k, r in zip(keys, rows) if r is None))
+            self._register(new)
+            rows = list(map(get, keys))
+        return np.fromiter(rows, dtype=np.intp, count=len(rows))
+
+    def _register(self, keys: list[tuple]) -> None:
+        a = np.fromiter(itertools.chain.from_iterable(k[1:9] for k in keys), dtype=np.float64,
+                        count=8 * len(keys)).reshape(len(keys), 8)  # bools -> 0.0 / 1.0
+        bm, bn, bk, gm, st, nw, ek, tf = (a[:, i] for i in range(8))
+        triton = (bm > 0) & (bn > 0) & (bk > 0)   # features.raw_features: else 128 x 128 x 64
+        bm = np.where(triton, bm, 128.0)
+        bn = np.where(triton, bn, 128.0)
+        bk = np.where(triton, bk, 64.0)
+        nt = len(self.spec.templates)
+        static = np.empty((len(keys), 8 + nt), dtype=np.float32)
+        static[:, 0] = _log2_distinct(bm)
+        static[:, 1] = _log2_distinct(bn)
+        static[:, 2] = _log2_distinct(bk)
+        static[:, 3] = _log2_distinct(gm)
+        static[:, 4] = st
+        static[:, 5] = _log2_distinct(nw)
+        static[:, 6] = ek
+        static[:, 7] = tf
+        static[:, 8:] = 0.0
+        tcol = {t: 8 + j for j, t in enumerate(self.spec.templates)}
+        col = np.fromiter((tcol.get(k[0], -1) for k in keys), dtype=np.intp, count=len(keys))
+        known = col >= 0
+        static[np.flatnonzero(known), col[known]] = 1.0
+        self.static = np.concatenate([self.static, static])
+        for b in self.sizes:  # same expressions, same order of operations as features.raw_features
+            smem = (bm * bk + bk * bn) * b * np.maximum(1.0, st)
+            ti = (2.0 * bm * bn * bk) / ((bm * bk + bk * bn) * b)
+            self.smem[b] = np.concatenate([self.smem[b], _log2_distinct(smem).astype(np.float32)])
+            self.tile_int[b] = np.concatenate([self.tile_int[b],
+                                               _log2_distinct(ti, floor_one=False).astype(np.float32)])
+        code = np.empty((len(keys), 3), dtype=np.intp)
+        for j, col in enumerate((bm, bn, bk)):
+            d, vals = self._codes[j], self.values[j]
+            u, inv = np.unique(col, return_inverse=True)
+            ucode = []
+            for v in u.tolist():
+                c = d.get(v)
+                if c is None:
+                    c = d[v] = len(vals)
+                    vals.append(v)
+                ucode.append(c)
+            code[:, j] = np.asarray(ucode, dtype=np.intp)[inv.reshape(-1)]
+        self.code = np.concatenate([self.code, code])
+        self.index.update(zip(keys, range(self.n, self.n + len(keys))))
+        self.n += len(keys)
+
+    def raw_features(self, p: Problem, rows: np.ndarray) -> np.ndarray:
+        """features.raw_features of the configs at `rows` for problem p, float32 [len(rows), n]."""
+        spec = self.spec
+        out = np.empty((len(rows), len(spec.names)), dtype=np.float32)
+        # the problem's 12 features: computed by the reference itself, broadcast
+        out[:, _PROBLEM_COLS] = np.asarray(raw_features(spec, p, KernelConfig())[_PROBLEM_COLS], dtype=np.float32)
+        if not len(rows):
+            return out
+        m, n, k, b = float(p.m), float(p.n), float(p.k), float(p.batch)
+        in_bytes = float(_DTYPE_BYTES[p.dtype_a])
+        sms = max(1.0, float(spec.sm_count))
+        # per distinct block size / pair of block sizes, exactly features.raw_features' expressions
+        bms, bns, bks = self.values
+        cdm = [_cdiv(m, v) for v in bms]
+        cdn = [_cdiv(n, v) for v in bns]
+        m_waste = np.asarray([c * v / m - 1.0 for c, v in zip(cdm, bms)])
+        n_waste = np.asarray([c * v / n - 1.0 for c, v in zip(cdn, bns)])
+        tiles = [[b * x * y for y in cdn] for x in cdm]
+        waves = [[_cdiv(t, sms) for t in row] for row in tiles]
+        lg_tiles = np.asarray([[_lg(t) for t in row] for row in tiles])
+        lg_waves = np.asarray([[_lg(w) for w in row] for row in waves])
+        eff = np.asarray([[t / (w * sms) for t, w in zip(rt, rw)] for rt, rw in zip(tiles, waves)])
+        k_iters = [_cdiv(k, v) for v in bks]
+        k_waste = np.asarray([ki * v / k - 1.0 for ki, v in zip(k_iters, bks)])
+        lg_k_iters = np.asarray([_lg(ki) for ki in k_iters])
+        code = self.code[rows]
+        im, in_, ik = code[:, 0], code[:, 1], code[:, 2]
+        static = self.static[rows]
+        out[:, _STATIC_COLS] = static[:, :8]
+        out[:, _SMEM] = self.smem[in_bytes][rows]
+        out[:, _TILES] = lg_tiles[im, in_]
+        out[:, _WAVES] = lg_waves[im, in_]
+        out[:, _WAVE_EFF] = eff[im, in_]
+        out[:, _M_WASTE] = m_waste[im]
+        out[:, _N_WASTE] = n_waste[in_]
+        out[:, _K_WASTE] = k_waste[ik]
+        out[:, _K_ITERS] = lg_k_iters[ik]
+        out[:, _TILE_INT] = self.tile_int[in_bytes][rows]
+        out[:, _ONE_HOT:] = static[:, 8:]
+        return out
+
+
+def raw_feature_matrix(spec, p: Problem, configs: list[KernelConfig]) -> np.ndarray:
+    """features.raw_features of every config at once, float32 [len(configs), n]; bit-identical
+    to stacking raw_features (tests/python/test_hook_rank_fast.py checks it)."""
+    table = _ConfigTable(spec)
+    return table.raw_features(p, table.rows(configs))
+
+
+@dataclass
+class Ranking:
+    """One problem's ranking: scores per offered config, what select() keeps, the margin."""
+    scores: np.ndarray          # float64 (exact float32 predictions), one per config offered
+    kept: list[int]             # indices into the configs, best first (select())
+    margin: float | None        # top_margin() of the offered configs
+    cache_hit: bool
+    seconds: float              # features + forward (0 on a cache hit)
+    breakdown: dict             # seconds per stage: keys, features, forward, select, total
+
+
 class Ranker:
-    """Model + prediction cache. Thread-safe: Inductor may lower graphs in several threads."""
+    """Model + per-config feature table + prediction cache. Thread-safe: Inductor may lower
+    graphs in several threads."""
+
+    def __init__(self, model: LoadedModel):
+        self.model = model
+        self.spec = model.info.feature_spec
+        n = len(self.spec.names)
+        mean = self.spec.mean or [0.0] * n
+        sd = [s if s > 0 else 1.0 for s in (self.spec.stddev or [1.0] * n)]
+        self._mean = np.asarray(mean, dtype=np.float64)
+        self._sd = np.asarray(sd, dtype=np.float64)
+        self._table = _ConfigTable(self.spec)
+        # problem -> predicted score (float32, as the model computes it) per table row
+        # (NaN: not predicted yet)
+        self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _normalise(self, raw: np.ndarray) -> np.ndarray:
+        if not self.spec.mean:
+            return raw
+        return ((raw.astype(np.float64) - self._mean) / self._sd).astype(np.float32)
+
+    def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
+        """Normalised float32 features, [len(configs), n]: (raw - mean) / stddev as in features.py."""
+        with self._lock:
+            raw = self._table.raw_features(problem, self._table.rows(configs))
+        return torch.from_numpy(self._normalise(raw))
+
+    def _forward(self, x: np.ndarray | torch.Tensor) -> np.ndarray:
+        # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
+        # run on real tensors, outside autograd.
+        from torch.utils._python_dispatch import _disable_current_modes
+        with _disable_current_modes(), torch.no_grad():
+            t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
+            y = self.model.module(t).numpy()
+        if not np.isfinite(y).all():
+            raise FloatingPointError("model produced a non-finite prediction")
+        return y
+
+    def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> Ranking:
+        """Scores (cached per problem), the kept indices and the margin, in one pass."""
+        return self.rank_keys(problem, list(map(_config_key, configs)), opts)
+
+    def rank_keys(self, problem: Problem, keys: list[tuple], opts: Options) -> Ranking:
+        """rank() of the configs given as config_key tuples (extract.config_key_from_ktc)."""
+        t0 = time.perf_counter()
+        with self._lock:
+            rows = self._table.rows_for_keys(keys)
+            t1 = time.perf_counter()
+            cached = self._cache.get(problem)
+            if cached is None or len(cached) < self._table.n:
+                grown = np.full(self._table.n, np.nan, dtype=np.float32)  # predictions are float32
+                if cached is not None:
+                    grown[:len(cached)] = cached
+                cached = grown
+            self._cache[problem] = cached
+            self._cache.move_to_end(problem)
+            while len(self._cache) > CACHE_PROBLEMS:
+                self._cache.popitem(last=False)
+            offered = np.zeros(len(cached), dtype=bool)
+            offered[rows] = True
+            distinct = int(offered.sum())
+            missing = rows[np.isnan(cached[rows])]
+            t2 = t3 = t1
+            if len(missing):
+                todo = missing
+                if distinct < len(rows):  # a config offered twice: forward it once, in
+                    # first-offered order (the batch the reference forwards)
+                    u, first = np.unique(missing, return_index=True)
+                    todo = u[np.argsort(first, kind="stable")]
+                x = self._normalise(self._table.raw_features(problem, todo))
+                t2 = time.perf_counter()
+                cached[todo] = self._forward(x)
+                t3 = time.perf_counter()
+            scores = cached[rows].astype(np.float64)
+            dscores = cached[offered].astype(np.float64) if distinct < len(rows) else scores
+        kept = select_array(scores, opts)
+        margin = margin_of_distinct(dscores)
+        t4 = time.perf_counter()
+        hit = not len(missing)
+        return Ranking(scores, kept, margin, hit, 0.0 if hit else t3 - t1,
+                       {"keys": t1 - t0, "features": t2 - t1, "forward": t3 - t2,
+                        "select": t4 - (t1 if hit else t3), "total": t4 - t0})
+
+    def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
+        """(scores, cache_hit, seconds spent in features + forward)."""
+        r = self.rank(problem, configs, Options())
+        return r.scores.tolist(), r.cache_hit, r.seconds
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+class ReferenceRanker:
+    """The ranking path before issue 19, kept as the reference of equality tests and of
+    bench/hook_rank_speed.py: torch_diode.features per config, a torch tensor built from
+    Python lists, Python sort. Same cache semantics as Ranker."""
 
     def __init__(self, model: LoadedModel):
         self.model = model
@@ -107,46 +435,40 @@ class Ranker:
         self._mean = torch.tensor(mean, dtype=torch.float64)
         self._sd = torch.tensor(sd, dtype=torch.float64)
         self._cache: OrderedDict[Problem, dict[KernelConfig, float]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.last_breakdown: dict = {}
 
     def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
-        """Normalised float32 features, [len(configs), n]: (raw - mean) / stddev as in features.py."""
         raw = torch.tensor([raw_features(self.spec, problem, c) for c in configs], dtype=torch.float32)
         if not self.spec.mean:
             return raw
         return ((raw.to(torch.float64) - self._mean) / self._sd).to(torch.float32)
 
-    def _forward(self, x: torch.Tensor) -> list[float]:
-        # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
-        # run on real tensors, outside autograd.
-        from torch.utils._python_dispatch import _disable_current_modes
-        with _disable_current_modes(), torch.no_grad():
-            y = self.model.module(x)
-        out = y.tolist()
-        if not all(math.isfinite(v) for v in out):
-            raise FloatingPointError("model produced a non-finite prediction")
-        return out
-
     def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
-        """(scores, cache_hit, seconds spent in features + forward)."""
-        with self._lock:
-            cached = self._cache.get(problem)
-            if cached is not None:
-                self._cache.move_to_end(problem)
-                if all(c in cached for c in configs):
-                    return [cached[c] for c in configs], True, 0.0
+        cached = self._cache.get(problem)
+        if cached is not None and all(c in cached for c in configs):
+            return [cached[c] for c in configs], True, 0.0
         t0 = time.perf_counter()
         todo = list(dict.fromkeys(c for c in configs if cached is None or c not in cached))
-        preds = self._forward(self.features(problem, todo))
-        elapsed = time.perf_counter() - t0
-        with self._lock:
-            entry = self._cache.setdefault(problem, {})
-            entry.update(zip(todo, preds))
-            self._cache.move_to_end(problem)
-            while len(self._cache) > CACHE_PROBLEMS:
-                self._cache.popitem(last=False)
-            return [entry[c] for c in configs], False, elapsed
+        x = self.features(problem, todo)
+        t1 = time.perf_counter()
+        from torch.utils._python_dispatch import _disable_current_modes
+        with _disable_current_modes(), torch.no_grad():
+            out = self.model.module(x).tolist()
+        if not all(math.isfinite(v) for v in out):
+            raise FloatingPointError("model produced a non-finite prediction")
+        t2 = time.perf_counter()
+        entry = self._cache.setdefault(problem, {})
+        entry.update(zip(todo, out))
+        self.last_breakdown = {"features": t1 - t0, "forward": t2 - t1}
+        return [entry[c] for c in configs], False, t2 - t0
 
-    def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+    def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> tuple[list[float], list[int], float | None]:
+        t0 = time.perf_counter()
+        self.last_breakdown = {"features": 0.0, "forward": 0.0}
+        scores, _, _ = self.score(problem, configs)
+        t1 = time.perf_counter()
+        kept = select(scores, opts)
+        margin = top_margin(scores, configs)
+        t2 = time.perf_counter()
+        self.last_breakdown.update(select=t2 - t1, total=t2 - t0)
+        return scores, kept, margin

@@ -23,6 +23,7 @@ class CallRecord:
     # Predicted relative margin of the best config over the next-best distinct config,
     # exp(score_2nd - score_best) - 1 (scores are predicted log time); None with < 2 configs.
     margin: float | None = None
+    predicted: str = ""          # predict mode: "triton" | "aten" | "aten+triton" (what was handed over)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -47,6 +48,12 @@ class Stats:
             self.predict_seconds = 0.0
             self.margin_sum = 0.0    # over model selections that had a runner-up (see `confidence`)
             self.margin_count = 0
+            self.predicted: Counter[str] = Counter()  # predict mode: what was handed to Inductor
+            self.predict_retries = 0  # predict mode: best choices that did not build
+
+    def count_predict_retry(self) -> None:
+        with self._lock:
+            self.predict_retries += 1
 
     def count_load_failure(self, reason: str) -> None:
         with self._lock:
@@ -69,6 +76,8 @@ class Stats:
                 self.fallbacks[reason] += 1
             else:
                 self.passthrough[reason] += 1
+            if rec.predicted:
+                self.predicted[rec.predicted] += 1
             for sink in self._profiles:
                 sink.append(rec)
 
@@ -92,6 +101,10 @@ class Stats:
                 "configs_seen": self.configs_seen,
                 "configs_kept": self.configs_kept,
                 "predict_seconds": self.predict_seconds,
+                # predict mode: GEMMs given the model's single choice, by kind, and choices
+                # that did not build so that the next best was used
+                "predicted": dict(self.predicted),
+                "predict_retries": self.predict_retries,
                 # Totals under the names torch-diode 0.1.1 users look for (docs/hook.md):
                 # `total_predictions` is GEMMs whose configs the model chose (= model_selections),
                 # `total_fallbacks` the sum of `fallbacks` over reasons, `total_calls` = calls,

@@ -1,0 +1,173 @@
+"""Ranking speed of the Inductor hook (issue 19): old path vs new, one CPU core.
+
+The candidate list is Inductor's own EXHAUSTIVE mm space for H100 (torch_diode.collect.
+enumerate runs CUDAConfigHeuristic on CPU: 1,400 configs for fp16), as stand-ins of
+Inductor's KernelTemplateChoice (template uid, params.to_kwargs(), extra_kwargs). The model has the trained
+architecture (hidden 64, 2 blocks, SiLU, docs/model-format.md) with random weights:
+speed does not depend on the weights.
+
+Times, per problem, the whole ranking path of the hook (reading the KTCs, prediction-cache
+lookup, features, forward, top-k/threshold selection, margin) of
+  old: extract.config_from_ktc + hook.ranking.ReferenceRanker (KernelConfig per KTC,
+       features.py per config, Python sort: the path before issue 19)
+  new: extract.config_keys_from_ktcs + hook.ranking.Ranker.rank_keys (a tuple per KTC, feature
+       columns cached per config and gathered with numpy, one batched forward, argsort)
+for three cases:
+  cold   the first problem of the process (nothing cached, first forward of the module)
+  miss   a new problem later on (prediction-cache miss: features + forward + select)
+  hit    the same problem again (prediction-cache hit)
+and checks that both return exactly the same scores, kept indices and margin.
+
+    PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+
+from torch_diode.collect.enumerate import mm_configs  # noqa: E402
+from torch_diode.hook import extract  # noqa: E402
+from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker  # noqa: E402
+from torch_diode.model import load_model_dir  # noqa: E402
+from torch_diode.wire import KernelConfig, Problem  # noqa: E402
+
+
+_wall = time.perf_counter
+
+
+class _KTC:
+    """What the handler reads from an Inductor KernelTemplateChoice (as bench/hook_end_to_end.py)."""
+
+    class _Params:
+        def __init__(self, kw):
+            self._kw = kw
+
+        def to_kwargs(self):
+            return dict(self._kw)
+
+    class _Template:
+        uid = "triton::mm"
+
+    def __init__(self, kw):
+        self.template = self._Template()
+        self.params = self._Params(kw)
+        self.extra_kwargs = {"ALLOW_TF32": False}
+
+
+def candidate_list(dtype_bytes: int = 2) -> list:
+    """Inductor's EXHAUSTIVE triton::mm configs for H100 as KTC stand-ins."""
+    return [_KTC(kw) for kw in mm_configs(4096, 4096, 4096, dtype_bytes, "EXHAUSTIVE")]
+
+
+def problems(n: int, seed: int = 0) -> list[Problem]:
+    rng = random.Random(seed)
+    dims = [64, 128, 256, 384, 512, 768, 1000, 1024, 2048, 3072, 4096, 8192]
+    out = []
+    for i in range(n):
+        dt = rng.choice(["float16", "bfloat16", "float32"])
+        op = rng.choice(["mm", "addmm", "bmm"])
+        out.append(Problem(op=op, batch=rng.choice([2, 8, 32]) if op == "bmm" else 1, m=rng.choice(dims),
+                           n=rng.choice(dims), k=rng.choice(dims), dtype_a=dt, dtype_b=dt, dtype_out=dt,
+                           trans_b=rng.random() < 0.5, bias="row" if op == "addmm" else "none"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--problems", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=5, help="rounds, each with fresh rankers")
+    ap.add_argument("--clock", default="cpu,wall", help="cpu (thread CPU time), wall, or both")
+    ap.add_argument("--hidden", type=int, default=64, help="model width (the trainer's default: 64)")
+    ap.add_argument("--blocks", type=int, default=2, help="residual blocks (the trainer's default: 2)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    from test_hook_model import write_model_dir
+    tmp = tempfile.mkdtemp()
+    model = load_model_dir(write_model_dir(os.path.join(tmp, "m"), hidden=args.hidden, blocks=args.blocks,
+                                           activation="silu"))
+    configs = candidate_list()
+    probs = problems(args.problems)
+    opts = Options()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(configs)} configs "
+          f"(Inductor EXHAUSTIVE mm, fp16), {len(probs)} problems, model hidden {args.hidden} x {args.blocks} blocks")
+
+    for clock in args.clock.split(","):
+        ok = measure(model, configs, probs, opts, args.repeat, clock)
+        if not ok:
+            sys.exit(1)
+
+
+def measure(model, configs, probs, opts, repeat, clock) -> bool:
+    # Both rankers read time.perf_counter: with --clock cpu it is this thread's CPU time,
+    # which leaves out the time the (shared, busy) machine ran other processes.
+    time.perf_counter = time.thread_time if clock == "cpu" else _wall
+    t = {(w, c): [] for w in ("old", "new") for c in ("cold", "miss", "hit")}
+    br = {(w, c): {} for w in ("old", "new") for c in ("cold", "miss", "hit")}
+    mismatches = 0
+
+    def add(w, c, total, parts):
+        t[(w, c)].append(total)
+        for k, v in parts.items():
+            br[(w, c)].setdefault(k, []).append(v)
+
+    for rep in range(repeat):
+        # each path ranks every problem in turn (as the hook would, warm CPU caches),
+        # the results are compared afterwards
+        old, new = ReferenceRanker(model), Ranker(model)
+        got = {"old": [], "new": []}
+        for i, p in enumerate(probs):
+            for case in (("cold" if i == 0 else "miss"), "hit"):
+                t0 = time.perf_counter()
+                cfgs = [extract.config_from_ktc(k) for k in configs]  # the old handler's extraction
+                t1 = time.perf_counter()
+                s_old, k_old, m_old = old.rank(p, cfgs, opts)
+                add("old", case, time.perf_counter() - t0, {**old.last_breakdown, "extract": t1 - t0})
+                got["old"].append((s_old, k_old, m_old))
+        for i, p in enumerate(probs):
+            for case in (("cold" if i == 0 else "miss"), "hit"):
+                t0 = time.perf_counter()
+                keys = extract.config_keys_from_ktcs(configs)  # the new handler's extraction
+                t1 = time.perf_counter()
+                r_new = new.rank_keys(p, keys, opts)
+                add("new", case, t1 - t0 + r_new.breakdown["total"], {**r_new.breakdown, "extract": t1 - t0})
+                assert r_new.cache_hit == (case == "hit")
+                got["new"].append((r_new.scores.tolist(), r_new.kept, r_new.margin))
+        mismatches += sum(a != b for a, b in zip(got["old"], got["new"]))
+
+    def ms(v):
+        return statistics.median(v) * 1e3
+
+    print(f"\nclock: {'thread CPU time' if clock == 'cpu' else 'wall'}")
+    print(f"{'case':<6} {'path':<4} {'total ms':>9} {'extract':>8} {'keys':>7} {'features':>9} {'forward':>8} "
+          f"{'select':>7}   old/new")
+    for case in ("cold", "miss", "hit"):
+        for w in ("old", "new"):
+            b = br[(w, case)]
+            ratio = ms(t[("old", case)]) / ms(t[("new", case)]) if w == "new" else None
+            print(f"{case:<6} {w:<4} {ms(t[(w, case)]):9.3f} {ms(b.get('extract', [0])):8.3f} "
+                  f"{ms(b.get('keys', [0])):7.3f} "
+                  f"{ms(b.get('features', [0])):9.3f} {ms(b.get('forward', [0])):8.3f} "
+                  f"{ms(b.get('select', [0])):7.3f}   {'' if ratio is None else f'{ratio:.1f}x'}")
+    n = repeat * len(probs) * 2
+    print(f"medians over {repeat} rounds ({repeat} cold, {repeat * (len(probs) - 1)} miss, "
+          f"{repeat * len(probs)} hit rankings); identical scores, ranking and margin: "
+          f"{n - mismatches}/{n}")
+    miss = sorted(t[("new", "miss")])
+    print(f"new path, cache miss: median {ms(miss):.3f} ms, p90 {miss[int(0.9 * (len(miss) - 1))] * 1e3:.3f} ms, "
+          f"max {miss[-1] * 1e3:.3f} ms (goal <= 2 ms)")
+    return not mismatches
+
+
+if __name__ == "__main__":
+    main()

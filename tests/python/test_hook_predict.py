@@ -1,0 +1,202 @@
+"""Predict mode (issue 20): the model's single best choice goes to Inductor, which then
+benchmarks nothing; every failure still takes Inductor's default path with a counted reason."""
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_diode  # noqa: E402
+from test_hook_model import write_model_dir  # noqa: E402
+from test_hook_ranking import (M, K, N, FakeKTC, FakeMMInputs, finalize, make_choices,  # noqa: E402,F401
+                               model, real_configs)
+from torch._inductor import config as inductor_config  # noqa: E402
+from torch_diode.features import FeatureSpec  # noqa: E402
+from torch_diode.hook import api, compat, extract  # noqa: E402
+from torch_diode.hook.choices import DiodeChoicesMixin, HookState, choices_class  # noqa: E402
+from torch_diode.hook.ranking import ENV_MODE, Options, Ranker, ReferenceRanker  # noqa: E402
+from torch_diode.hook.stats import Stats  # noqa: E402
+from torch_diode.model import LoadedModel  # noqa: E402
+from torch_diode.wire import Problem  # noqa: E402
+
+
+class Linear(torch.nn.Module):
+    """score = x . w: a model whose preferences the test sets."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.tensor(w, dtype=torch.float32)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def fake_model(model, spec=None, **weights):
+    spec = spec or model.info.feature_spec
+    names = spec.names
+    w = [0.0] * len(names)
+    for name, v in weights.items():
+        w[names.index(name.replace("__", "="))] = v
+    info = dataclasses.replace(model.info, feature_spec=spec)
+    return LoadedModel(info=info, module=Linear(w))
+
+
+def predict_handler(m):
+    state = HookState(Ranker(m), Options(mode="predict"), Stats())
+    return choices_class()(state), state
+
+
+def test_predict_hands_over_the_best_triton_config_alone(model, real_configs):
+    # ATen predicted slow (its one-hot feature costs a lot), then smaller BLOCK_M is faster
+    m = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0, "log2_block_n": 0.5})
+    aten, triton = make_choices(real_configs)
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
+    best = min(range(len(triton)), key=lambda i: (ref[i], i))
+    assert out == [triton[best]]
+    s = state.stats.snapshot()
+    assert s["predicted"] == {"triton": 1} and s["model_selections"] == 1 and s["configs_kept"] == 1
+
+
+def test_predict_hands_over_aten_alone_when_it_is_predicted_fastest(model, real_configs):
+    m = fake_model(model, **{"template__aten": -100.0, "log2_block_m": 1.0})
+    aten, triton = make_choices(real_configs)
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    assert out == [aten]
+    assert state.stats.snapshot()["predicted"] == {"aten": 1}
+
+
+def test_model_without_aten_feature_keeps_aten_and_top1(model, real_configs):
+    spec = FeatureSpec(templates=["triton::mm", "triton::bmm"])
+    m = fake_model(model, spec=spec, log2_block_m=1.0)
+    aten, triton = make_choices(real_configs)
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    assert len(out) == 2 and out[0] is aten and out[1] in triton
+    assert out[1].params.to_kwargs()["BLOCK_M"] == min(c["BLOCK_M"] for c in real_configs)
+    assert state.stats.snapshot()["predicted"] == {"aten+triton": 1}
+
+
+class Unbuildable(FakeKTC):
+    choice = None  # Inductor's KTC.choice is None when codegen failed
+
+
+def test_predicted_choice_that_does_not_build_gives_way_to_the_next(model, real_configs):
+    m = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0, "log2_block_n": 0.5})
+    aten, triton = make_choices(real_configs)
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
+    order = sorted(range(len(triton)), key=lambda i: (ref[i], i))
+    t = list(triton)
+    t[order[0]] = Unbuildable("triton::mm", triton[order[0]].params.to_kwargs())
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
+    assert out == [t[order[1]]]
+    assert state.stats.snapshot()["predict_retries"] == 1
+
+    # none of the tries builds: Inductor's default lists, counted
+    t = [Unbuildable("triton::mm", k.params.to_kwargs()) for k in triton]
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
+    assert out == [aten] + t
+    assert state.stats.snapshot()["fallbacks"] == {"predicted_choice_failed": 1}
+
+
+def test_predict_errors_fall_back_to_default_lists(model, real_configs):
+    m = fake_model(model, **{"template__aten": 1.0})
+    m.module.w[0] = float("nan")  # non-finite predictions
+    aten, triton = make_choices(real_configs)
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    assert out == [aten] + triton
+    assert state.stats.snapshot()["fallbacks"] == {"non_finite_prediction": 1}
+
+
+def test_mode_option_and_environment(monkeypatch):
+    monkeypatch.delenv(ENV_MODE, raising=False)
+    assert Options().mode == "topk"
+    monkeypatch.setenv(ENV_MODE, "PREDICT")
+    assert Options().mode == "predict"
+    monkeypatch.setenv(ENV_MODE, "bogus")
+    assert Options().mode == "topk"
+    with pytest.raises(ValueError):
+        Options(mode="fastest")
+    assert Options(mode="predict").key() != Options(mode="topk").key()  # FX-graph cache key differs
+
+
+def _count_benchmarks(monkeypatch):
+    from torch._inductor import select_algorithm as sa
+    n = {"benchmark_choice": 0, "autotune_calls": []}
+    orig = sa.AlgorithmSelectorCache.__dict__["benchmark_choice"]
+    inner = getattr(orig, "__func__", orig)
+
+    def benchmark_choice(cls, choice, autotune_args):
+        n["benchmark_choice"] += 1
+        return inner(cls, choice, autotune_args)
+
+    monkeypatch.setattr(sa.AlgorithmSelectorCache, "benchmark_choice", classmethod(benchmark_choice))
+    orig_call = sa.AlgorithmSelectorCache.__call__
+
+    def call(self, name, choices, *a, **kw):
+        n["autotune_calls"].append(len(choices))
+        return orig_call(self, name, choices, *a, **kw)
+
+    monkeypatch.setattr(sa.AlgorithmSelectorCache, "__call__", call)
+    return n
+
+
+@pytest.mark.parametrize("mode", ["topk", "predict"])
+def test_real_compile_predict_mode_benchmarks_nothing(tmp_path, monkeypatch, mode):
+    """A real torch.compile(max-autotune) on CPU. Inductor offers only ATen here, so each
+    GEMM is offered its ATen choice twice (two choices: Inductor would benchmark them).
+    topk passes both through and Inductor benchmarks; predict hands over ATen alone and
+    Inductor takes its single-choice path: no benchmark at all."""
+    from torch._dynamo.utils import counters
+
+    api.uninstall()
+    cfg, tl = compat.get_choices_config(), compat.thread_handler()
+    inductor_config.inductor_choices_class = None
+    compat.set_thread_handler(compat.MISSING)
+    assert torch_diode.install(write_model_dir(str(tmp_path / "m")), mode=mode)
+    assert torch_diode.get_options()["mode"] == mode
+    torch_diode.reset_prediction_stats()
+    original = DiodeChoicesMixin._diode_finalize
+
+    def doubled(self, args, kwargs):
+        bound = compat.bind_finalize_args(self._diode_base_finalize, args, kwargs)
+        bound["template_choices"] = {uid: iter(list(g) * 2) for uid, g in bound["template_choices"].items()}
+        bound.pop("self", None)
+        return original(self, (), bound)
+
+    monkeypatch.setattr(DiodeChoicesMixin, "_diode_finalize", doubled)
+    n = _count_benchmarks(monkeypatch)
+    counters.clear()
+
+    def f(x, w):
+        return x @ w
+
+    args = (torch.randn(32, 64), torch.randn(64, 16))
+    torch._dynamo.reset()
+    try:
+        with inductor_config.patch(force_disable_caches=True, max_autotune_gemm_backends="ATEN"):
+            got = torch.compile(f, mode="max-autotune")(*args)
+    finally:
+        torch._dynamo.reset()
+        api.uninstall()
+        torch_diode.set_options(mode="topk")
+        inductor_config.inductor_choices_class = cfg
+        compat.set_thread_handler(tl)
+    torch.testing.assert_close(got, f(*args))
+    s = torch_diode.get_prediction_stats()
+    assert s["calls"] >= 1 and s["fallbacks"] == {}
+    if mode == "predict":
+        assert n["autotune_calls"] and set(n["autotune_calls"]) == {1}
+        assert n["benchmark_choice"] == 0
+        assert counters["inductor"]["select_algorithm_autotune"] == 0
+        assert s["passthrough"] == {"predict_aten_only": s["calls"]} and s["predicted"] == {"aten": s["calls"]}
+    else:
+        assert 2 in n["autotune_calls"]
+        assert n["benchmark_choice"] >= 2 or counters["inductor"]["select_algorithm_autotune"] >= 1
+        assert s["passthrough"] == {"no_triton_configs": s["calls"]}

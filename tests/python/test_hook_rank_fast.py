@@ -1,0 +1,128 @@
+"""The fast ranking path (issue 19) returns exactly what the reference path returns:
+features bit for bit, scores, kept indices and margin, on Inductor's real EXHAUSTIVE list."""
+import math
+import random
+
+import pytest
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+
+from test_hook_model import write_model_dir  # noqa: E402
+from torch_diode.collect.enumerate import mm_configs  # noqa: E402
+from torch_diode.features import FeatureSpec, raw_features  # noqa: E402
+from torch_diode.hook.ranking import (Options, Ranker, ReferenceRanker, margin_of_distinct,  # noqa: E402
+                                      raw_feature_matrix, select, select_array, top_margin)
+from torch_diode.model import load_model_dir  # noqa: E402
+from torch_diode.wire import KernelConfig, Problem  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def exhaustive():
+    cfgs = []
+    for i, kw in enumerate(mm_configs(2048, 2048, 2048, 2, "EXHAUSTIVE")):
+        cfgs.append(KernelConfig(template="triton::mm" if i % 7 else "triton::bmm", block_m=kw["BLOCK_M"],
+                                 block_n=kw["BLOCK_N"], block_k=kw["BLOCK_K"], group_m=kw.get("GROUP_M", 8),
+                                 num_stages=kw["num_stages"], num_warps=kw["num_warps"],
+                                 even_k=bool(kw.get("EVEN_K", False)), allow_tf32=i % 3 == 0))
+    return cfgs
+
+
+PROBLEMS = [
+    Problem(op="mm", m=1024, n=2048, k=4096),
+    Problem(op="mm", m=1, n=7, k=3, dtype_a="float32", dtype_b="float32", dtype_out="float32"),
+    Problem(op="addmm", m=333, n=4097, k=100, dtype_a="bfloat16", dtype_b="bfloat16", dtype_out="bfloat16",
+            trans_b=True, bias="row"),
+    Problem(op="bmm", batch=12, m=77, n=129, k=8192, trans_a=True),
+    Problem(op="mm", m=65536, n=65536, k=65536, dtype_out="float32"),
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return load_model_dir(write_model_dir(str(tmp_path_factory.mktemp("m") / "model"), hidden=32))
+
+
+@pytest.mark.parametrize("p", PROBLEMS)
+def test_feature_matrix_is_bit_identical_to_features_py(exhaustive, p):
+    odd = [KernelConfig(template="aten"), KernelConfig(template="decompose_k", block_m=0, block_n=64, block_k=32,
+                                                       group_m=0, num_stages=0, num_warps=0),
+           KernelConfig(template="triton::mm_persistent_tma", block_m=128, block_n=256, block_k=64, group_m=8,
+                        num_stages=3, num_warps=8)]
+    spec = FeatureSpec(sm_count=132)
+    configs = exhaustive + odd
+    got = raw_feature_matrix(spec, p, configs)
+    want = np.asarray([raw_features(spec, p, c) for c in configs], dtype=np.float32)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))  # bit for bit
+
+
+def test_rank_equals_reference_on_several_problems(model, exhaustive):
+    assert len(exhaustive) >= 1000
+    opts = Options(top_k=5, threshold=0.05, max_kept=16)
+    fast, ref = Ranker(model), ReferenceRanker(model)
+    rng = random.Random(3)
+    for p in PROBLEMS:
+        # a subset first (later a partial cache hit), with a config offered twice
+        part = rng.sample(exhaustive, 300)
+        part.append(part[0])
+        for configs in (part, exhaustive, exhaustive):
+            r = fast.rank(p, configs, opts)
+            scores, kept, margin = ref.rank(p, configs, opts)
+            assert r.scores.tolist() == scores
+            assert r.kept == kept
+            assert r.margin == margin
+    # the cache serves the last call: no forward
+    assert fast.rank(PROBLEMS[0], exhaustive, opts).cache_hit
+
+
+def test_ranker_features_match_reference_normalisation(model, exhaustive):
+    p = PROBLEMS[2]
+    got = Ranker(model).features(p, exhaustive[:200])
+    want = ReferenceRanker(model).features(p, exhaustive[:200])
+    assert torch.equal(got, want)
+
+
+def test_select_array_and_margin_equal_python_versions():
+    rng = random.Random(0)
+    a, b, c = KernelConfig(block_m=16), KernelConfig(block_m=32), KernelConfig(block_m=64)
+    for _ in range(200):
+        n = rng.randint(1, 40)
+        scores = [float(np.float32(rng.choice([0.5, 1.0, 1.01, 2.0]) + rng.random() * 0.1)) for _ in range(n)]
+        opts = Options(top_k=rng.randint(1, 4), threshold=rng.choice([0.0, 0.02, 0.5]),
+                       max_kept=rng.randint(4, 8))
+        assert select_array(np.asarray(scores), opts) == select(scores, opts)
+    assert select_array(np.asarray([]), Options()) == []
+    assert margin_of_distinct(np.asarray([1.0, 1.5, 2.0])) == top_margin([1.0, 1.5, 2.0], [a, b, c])
+    assert margin_of_distinct(np.asarray([1.0])) is None
+    assert margin_of_distinct(np.asarray([0.0, 1e6])) == pytest.approx(math.expm1(math.log(1e3)))
+
+
+def test_non_finite_prediction_raises(model, exhaustive):
+    r = Ranker(model)
+    r._forward(np.zeros((2, len(model.info.feature_spec.names)), dtype=np.float32))  # finite: fine
+    with pytest.raises(FloatingPointError):
+        r._forward(np.full((2, len(model.info.feature_spec.names)), np.nan, dtype=np.float32))
+
+
+def test_config_key_from_ktc_equals_key_of_config_from_ktc():
+    from test_hook_ranking import FakeKTC
+    from torch_diode.hook import extract
+    from torch_diode.hook.ranking import config_key
+
+    kws = mm_configs(512, 512, 512, 2, "DEFAULT")
+    ktcs = [FakeKTC("triton::mm", kw, {"ALLOW_TF32": i % 2 == 0}) for i, kw in enumerate(kws)]
+    ktcs.append(FakeKTC("triton::mm_persistent_tma", {**kws[0], "ACC_TYPE": "tl.float32", "USE_FAST_ACCUM": True}))
+    ktcs.append(FakeKTC("triton::bmm", {k: v for k, v in kws[1].items() if k != "GROUP_M"}))
+    for k in ktcs:
+        assert extract.config_key_from_ktc(k) == config_key(extract.config_from_ktc(k))
+    assert extract.config_keys_from_ktcs(ktcs) == [config_key(extract.config_from_ktc(k)) for k in ktcs]
+    with pytest.raises(extract.Unsupported):
+        extract.config_key_from_ktc(FakeKTC("triton::mm", {"num_stages": 2}))
+    with pytest.raises(extract.Unsupported):
+        extract.config_keys_from_ktcs([FakeKTC("triton::mm", {"num_stages": 2})])
+    # sizes as numpy integers (not converted): equal keys, same hash
+    np_kw = {k: (np.int64(v) if k != "EVEN_K" else np.bool_(v)) for k, v in kws[0].items()}
+    key = extract.config_keys_from_ktcs([FakeKTC("triton::mm", np_kw)])[0]
+    want = config_key(extract.config_from_ktc(FakeKTC("triton::mm", kws[0])))
+    assert key == want and hash(key) == hash(want)
