@@ -5,11 +5,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "diode/hardware.h"
 #include "diode/io.h"
 #include "diode/wire.h"
 #include "diode/sha256.h"
@@ -464,6 +466,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   Manifest m;
   m.path = path;
   m.content_sha256 = to_hex(sha256(text));
+  m.source = text;
   if (c.mapping(root, "", {"version", "name", "sweep_id", "requester", "priority", "scheduled", "max_attempts",
                            "hardware", "sweep"},
                 {"version", "name", "requester", "hardware", "sweep"})) {
@@ -518,6 +521,106 @@ bool hardware_matches(const HardwareMatch& m, const HardwareId& h) {
   } catch (const std::regex_error&) {
     return false;  // validated at load; never match on a broken pattern
   }
+}
+
+namespace {
+
+std::string gib_text(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(bytes) / double(1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+std::string hardware_rules_text(const HardwareMatch& m) {
+  std::string out;
+  if (!m.vendor.empty()) out += "vendor=" + m.vendor + " ";
+  out += "device_name=" + m.device_pattern;
+  if (!m.compute_capabilities.empty()) {
+    out += " cc=";
+    for (size_t i = 0; i < m.compute_capabilities.size(); ++i) out += (i ? "|" : "") + m.compute_capabilities[i];
+  }
+  if (m.min_memory_bytes > 0) out += " min_memory_gib=" + gib_text(m.min_memory_bytes);
+  return out;
+}
+
+std::optional<std::string> resolve_hardware_key(const HardwareMatch& m, std::string* why) {
+  auto fail = [&](std::string w) -> std::optional<std::string> {
+    if (why) *why = std::move(w);
+    return std::nullopt;
+  };
+  if (m.vendor.empty()) return fail("no hardware.vendor (any vendor matches)");
+  std::string name = m.device_pattern;
+  // "^NAME$" names a device as much as "NAME" does.
+  if (!name.empty() && name.front() == '^') name.erase(0, 1);
+  if (!name.empty() && name.back() == '$') name.pop_back();
+  static const std::regex literal("[A-Za-z0-9 _-]+");
+  if (!std::regex_match(name, literal))
+    return fail("hardware.device_name '" + m.device_pattern + "' is a regular expression, not one device name");
+  if (m.min_memory_bytes == 0 && m.vendor != "cpu")
+    return fail("no hardware.min_memory_gib (the memory size is part of the key)");
+  HardwareId h;
+  h.vendor = m.vendor;
+  // Drivers name devices with the vendor first ("NVIDIA H100 80GB HBM3").
+  h.device_name = name;
+  h.memory_bytes = m.min_memory_bytes;
+  std::string key = hardware_key(h);
+  if (!is_valid_hardware_key(key)) return fail("the rules give no valid key ('" + key + "')");
+  return key;
+}
+
+nlohmann::json manifest_fields(const Manifest& m) {
+  const auto& s = m.shapes;
+  nlohmann::json f = {{"name", m.name},
+                      {"sweep_id", m.sweep_id},
+                      {"requester", m.requester},
+                      {"priority", m.priority},
+                      {"scheduled", m.scheduled},
+                      {"max_attempts", m.max_attempts},
+                      {"hardware.vendor", m.hardware.vendor},
+                      {"hardware.device_name", m.hardware.device_pattern},
+                      {"hardware.compute_capability", m.hardware.compute_capabilities},
+                      {"hardware.min_memory_bytes", m.hardware.min_memory_bytes},
+                      {"sweep.ops", m.ops},
+                      {"sweep.dtypes", m.dtypes},
+                      {"sweep.problems", m.problems},
+                      {"sweep.problems_per_shard", m.problems_per_shard},
+                      {"sweep.seed", m.seed},
+                      {"sweep.search_space", m.search_space},
+                      {"sweep.timing.warmup", m.timing.warmup},
+                      {"sweep.timing.repeats", m.timing.repeats},
+                      {"sweep.timing.min_repeats", m.timing.min_repeats},
+                      {"sweep.timing.l2_flush", m.timing.l2_flush},
+                      {"sweep.timing.config_timeout_s", m.timing.config_timeout_s},
+                      {"sweep.timing.compile_timeout_s", m.timing.compile_timeout_s},
+                      {"sweep.timing.budget_ms_per_config", m.timing.budget_ms_per_config},
+                      {"sweep.tf32", m.tf32},
+                      {"sweep.smem_prefilter", m.smem_prefilter},
+                      {"sweep.shapes.distribution", s.kind == ShapeSpec::Kind::lognormal ? "lognormal"
+                                                    : s.kind == ShapeSpec::Kind::grid   ? "grid"
+                                                                                        : "explicit"},
+                      {"sweep.shapes.m", {s.m.mean, s.m.std}},
+                      {"sweep.shapes.n", {s.n.mean, s.n.std}},
+                      {"sweep.shapes.k", {s.k.mean, s.k.std}},
+                      {"sweep.shapes.round_to", s.round_to},
+                      {"sweep.shapes.min", s.min_dim},
+                      {"sweep.shapes.max", s.max_dim},
+                      {"sweep.shapes.shapes", s.shapes},
+                      {"sweep.shapes.grid", {s.grid_m, s.grid_n, s.grid_k}},
+                      {"sweep.shapes.batch", s.batches}};
+  return f;
+}
+
+std::string describe_manifest_change(const nlohmann::json& before, const nlohmann::json& after) {
+  std::string out;
+  auto shorten = [](std::string v) { return v.size() > 60 ? v.substr(0, 57) + "..." : v; };
+  for (auto it = after.begin(); it != after.end(); ++it) {
+    nlohmann::json old = before.contains(it.key()) ? before.at(it.key()) : nlohmann::json();
+    if (old == it.value()) continue;
+    out += (out.empty() ? "" : ", ") + it.key() + " " + shorten(old.dump()) + " -> " + shorten(it.value().dump());
+  }
+  return out;
 }
 
 }  // namespace diode::fleet

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <optional>
+
 #include "diode/types.h"
 
 namespace diode::fleet {
@@ -66,6 +69,7 @@ struct Manifest {
   bool smem_prefilter = true;
   ShapeSpec shapes;
   std::string content_sha256;  // hex of the file's bytes: a changed manifest is a new sweep
+  std::string source;          // the file's bytes (kept by the coordinator, to say what changed)
 
   uint64_t shard_count() const { return (problems + problems_per_shard - 1) / problems_per_shard; }
 };
@@ -85,5 +89,23 @@ Manifest parse_manifest(const std::string& yaml_text, const std::string& path);
 
 // True if the hardware satisfies every rule of the match.
 bool hardware_matches(const HardwareMatch& m, const HardwareId& h);
+
+// The rules as one line: "vendor=nvidia device_name=H100 cc=9.0 min_memory_gib=79".
+std::string hardware_rules_text(const HardwareMatch& m);
+
+// The hardware key (shared/src/hardware.cpp) of a GPU named exactly like the
+// device_name rule (without regex syntax) with min_memory_gib of memory, or
+// nullopt with `why` when the rules do not name one key: no vendor, a pattern
+// that is a regular expression rather than a name, no min_memory_gib (memory
+// size is part of the key). A longer driver name that still matches the rule
+// ("NVIDIA H100 PCIe" for "H100") has a longer key: this is the key of the
+// device the rule names.
+std::optional<std::string> resolve_hardware_key(const HardwareMatch& m, std::string* why);
+
+// Every field of a manifest as a flat JSON object ("sweep.seed": 4100, ...),
+// and the fields that differ between two of them ("priority 100 -> 200, ...";
+// empty if none).
+nlohmann::json manifest_fields(const Manifest& m);
+std::string describe_manifest_change(const nlohmann::json& before, const nlohmann::json& after);
 
 }  // namespace diode::fleet

@@ -58,13 +58,44 @@ Server::Server(Store& store, ServerConfig cfg)
   router_.set(zmq::sockopt::rcvhwm, 100000);
   net::make_curve_server(router_, cfg_.keys);
   router_.bind(cfg_.bind);
+  bound_ = true;
   manifests_ = store_.manifests();
+  manifest_count_ = manifests_.size();
   store_.begin();
   int graced = store_.grace_leases(now_ms() + cfg_.lease_ms);
   store_.commit();
   if (graced > 0) spdlog::info("{} open lease(s) from before the restart get a full lease period to heartbeat", graced);
   spdlog::info("coordinator serving on {} ({} manifests, {} allowed keys, lease {} ms, heartbeat {} ms)", cfg_.bind,
                manifests_.size(), cfg_.allowlist.size(), cfg_.lease_ms, cfg_.heartbeat_ms);
+  int64_t now = now_ms();
+  refresh_metrics(now);
+  last_loop_ms_ = now;
+}
+
+void Server::refresh_metrics(int64_t now) {
+  MetricsSnapshot snap;
+  snap.shards = store_.shard_counts();
+  snap.agents_live = store_.live_workers(now, 3 * cfg_.heartbeat_ms);
+  snap.completions = stats_.completions;
+  snap.failures = stats_.failures;
+  snap.taken_ms = now;
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  snapshot_ = std::move(snap);
+}
+
+MetricsSnapshot Server::metrics() const {
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  return snapshot_;
+}
+
+bool Server::healthy(int64_t now) const { return bound_ && now - last_loop_ms_.load() <= 10'000; }
+
+nlohmann::json Server::health(int64_t now) const {
+  return {{"status", healthy(now) ? "ok" : "stalled"},
+          {"bind", cfg_.bind},
+          {"store", "open"},
+          {"manifests", manifest_count_.load()},
+          {"last_loop_ms_ago", now - last_loop_ms_.load()}};
 }
 
 std::vector<std::string> Server::matching_manifests(const HardwareId& hw) {
@@ -75,12 +106,13 @@ std::vector<std::string> Server::matching_manifests(const HardwareId& hw) {
 }
 
 void Server::run(const std::atomic<bool>& stop) {
-  int64_t next_expiry = 0;
+  int64_t next_expiry = 0, next_metrics = 0;
   const int64_t expiry_every = std::max<int64_t>(50, std::min<int64_t>(cfg_.lease_ms / 4, 1000));
   std::vector<std::pair<std::string, Frames>> outbox;
   while (!stop) {
     poll_readable(router_, std::min<int64_t>(100, expiry_every));
     int64_t now = now_ms();
+    last_loop_ms_ = now;
     outbox.clear();
     store_.begin();
     try {
@@ -133,6 +165,11 @@ void Server::run(const std::atomic<bool>& stop) {
       } catch (const std::exception&) {
       }
       workers_.clear();  // the cache may hold registrations that were rolled back
+      try {
+        manifests_ = store_.manifests();  // and manifests submitted in the lost batch
+        manifest_count_ = manifests_.size();
+      } catch (const std::exception&) {
+      }
       continue;
     }
     for (auto& [identity, rep] : outbox) {
@@ -144,7 +181,64 @@ void Server::run(const std::atomic<bool>& stop) {
         spdlog::warn("reply to a peer dropped: {}", e.what());
       }
     }
+    if (now >= next_metrics) {
+      try {
+        refresh_metrics(now);
+      } catch (const std::exception& e) {
+        spdlog::warn("metrics refresh failed: {}", e.what());
+      }
+      next_metrics = now + cfg_.metrics_refresh_ms;
+    }
   }
+  bound_ = false;
+}
+
+Frames Server::on_submit(const Frames& req, const std::string& peer_key, int64_t now) {
+  const std::string& rid = req[2];
+  // SUBMIT req file_name yaml_text
+  if (req.size() != 5) return error(rid, "bad_frame", "SUBMIT takes 2 arguments");
+  const std::string& file = req[3];
+  if (!is_token(file, 256)) return error(rid, "bad_frame", "SUBMIT: file name must be 1..256 printable ASCII");
+  Manifest m;
+  try {
+    m = parse_manifest(req[4], file);  // exactly what `serve --manifests` runs at start
+  } catch (const ManifestError& e) {
+    return error(rid, "invalid_manifest", e.what());
+  }
+  std::string why;
+  size_t shards = 0;
+  AddResult r = store_.add_or_check_manifest(m, now, &why, &shards);
+  if (r == AddResult::conflict) {
+    spdlog::warn("manifest {} submitted by key {} refused: {}", m.name, peer_key, why);
+    return error(rid, "conflict", why);
+  }
+  if (r == AddResult::unchanged) {
+    auto counts = store_.shard_counts();
+    const auto& c = counts[m.name];
+    return reply("SUBMIT-OK", rid, {"unchanged", m.name, std::to_string(c.pending + c.leased + c.done + c.failed)});
+  }
+  manifests_ = store_.manifests();
+  manifest_count_ = manifests_.size();
+  workers_.clear();  // cached matching manifests are recomputed on the next request
+  spdlog::info("loaded manifest {} (submitted as {} by key {}): {} shards", m.name, file, peer_key, shards);
+  return reply("SUBMIT-OK", rid, {"added", m.name, std::to_string(shards)});
+}
+
+Frames Server::on_requeue(const Frames& req, const std::string& peer_key) {
+  const std::string& rid = req[2];
+  // REQUEUE req manifest shard_id (empty: every failed shard of the manifest)
+  if (req.size() != 5) return error(rid, "bad_frame", "REQUEUE takes 2 arguments");
+  const std::string &manifest = req[3], &shard = req[4];
+  if (!is_token(manifest) || (!shard.empty() && !is_token(shard, 128)))
+    return error(rid, "bad_frame", "REQUEUE: bad manifest name or shard id");
+  int64_t n = store_.requeue(manifest, shard);
+  if (n == -1)
+    return error(rid, "not_found", shard.empty() ? "no manifest '" + manifest + "'"
+                                                 : "no shard '" + shard + "' in manifest '" + manifest + "'");
+  if (n == -2) return error(rid, "not_failed", "shard '" + shard + "' is not failed");
+  spdlog::info("requeued {} failed shard(s) of {}{} (key {})", n, manifest, shard.empty() ? "" : " (" + shard + ")",
+               peer_key);
+  return reply("REQUEUE-OK", rid, {std::to_string(n)});
 }
 
 Server::WorkerInfo* Server::authorize(const std::string& worker_id, const std::string& peer_key, Frames& err) {
@@ -217,6 +311,8 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     s["requests"] = stats_.requests;
     return reply("STATUS-OK", rid, {s.dump()});
   }
+  if (cmd == "SUBMIT") return on_submit(req, peer_key, now);
+  if (cmd == "REQUEUE") return on_requeue(req, peer_key);
   static const std::map<std::string, size_t> arity = {
       {"ASK", 4}, {"HEARTBEAT", 5}, {"COMPLETE", 9}, {"FAIL", 6}, {"RELEASE", 5}, {"BYE", 4}};
   auto a = arity.find(cmd);
@@ -224,7 +320,7 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     ++stats_.bad_frames;
     return error(rid, "bad_frame", "unknown command '" + cmd.substr(0, 32) + "'");
   }
-  if (req.size() != a->second) {
+  if (req.size() != a->second && !(cmd == "FAIL" && req.size() == 7)) {  // FAIL: optional kind
     ++stats_.bad_frames;
     return error(rid, "bad_frame", cmd + " takes " + std::to_string(a->second - 3) + " arguments");
   }
@@ -284,9 +380,16 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     const std::string &lease = req[4], &reason = req[5];
     if (!is_token(lease) || reason.empty() || reason.size() > kMaxReasonLen)
       return error(rid, "bad_frame", "FAIL: bad lease id or reason (1..4096 bytes)");
-    auto r = store_.fail(worker_id, lease, reason, now);
-    ++stats_.failures;
-    if (r != FailResult::stale) spdlog::info("lease {} failed ({}): {}", lease, r == FailResult::failed ? "final" : "will retry", reason.substr(0, 200));
+    // FAIL req worker lease reason [kind]: "permanent" fails the shard for good
+    // at once (retrying cannot help), "retry" (the default) uses an attempt.
+    bool permanent = req.size() == 7 && req[6] == "permanent";
+    if (req.size() == 7 && req[6] != "permanent" && req[6] != "retry")
+      return error(rid, "bad_frame", "FAIL: kind must be retry or permanent");
+    auto r = store_.fail(worker_id, lease, reason, now, permanent);
+    if (r != FailResult::stale) ++stats_.failures;
+    if (r != FailResult::stale) spdlog::info("lease {} failed ({}): {}", lease,
+                   r == FailResult::failed ? (permanent ? "permanent, final" : "final") : "will retry",
+                   reason.substr(0, 200));
     return reply("FAIL-OK", rid, {r == FailResult::retry ? "retry" : r == FailResult::failed ? "failed" : "stale"});
   }
   if (cmd == "RELEASE") {

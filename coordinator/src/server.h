@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -18,12 +19,22 @@
 namespace diode::fleet {
 
 struct ServerConfig {
-  std::string bind = "tcp://*:5570";
+  std::string bind = "tcp://127.0.0.1:5555";  // loopback unless told otherwise
   net::CurveKeyPair keys;
   std::set<std::string> allowlist;
   int64_t lease_ms = 120'000;    // a lease lives this long without a heartbeat
   int64_t heartbeat_ms = 5'000;  // agents heartbeat this often
   size_t batch = 512;            // requests per transaction
+  int64_t metrics_refresh_ms = 2'000;  // shard counts for /metrics are re-read this often
+};
+
+// What GET /metrics reports, refreshed by the serving thread (the store is
+// single-threaded) and read by the HTTP thread.
+struct MetricsSnapshot {
+  std::map<std::string, ShardCounts> shards;  // per manifest
+  int64_t agents_live = 0;
+  uint64_t completions = 0, failures = 0;
+  int64_t taken_ms = 0;
 };
 
 struct ServerStats {
@@ -39,6 +50,13 @@ class Server {
   const ServerStats& stats() const { return stats_; }
   uint64_t refused_connections() const { return zap_ ? zap_->refused() : 0; }
 
+  // Thread-safe, for the metrics HTTP server.
+  MetricsSnapshot metrics() const;
+  // {"status": "ok"|"stalled", ...}; ok while the ROUTER socket is bound, the
+  // store open and the serving loop turned within the last 10 s.
+  nlohmann::json health(int64_t now) const;
+  bool healthy(int64_t now) const;
+
  private:
   struct WorkerInfo {
     std::string public_key;
@@ -53,6 +71,9 @@ class Server {
   // CURVE key that sent the request; nullptr with `err` set otherwise.
   WorkerInfo* authorize(const std::string& worker_id, const std::string& peer_key, Frames& err);
   std::vector<std::string> matching_manifests(const HardwareId& hw);
+  Frames on_submit(const Frames& req, const std::string& peer_key, int64_t now);
+  Frames on_requeue(const Frames& req, const std::string& peer_key);
+  void refresh_metrics(int64_t now);
 
   Store& store_;
   ServerConfig cfg_;
@@ -62,6 +83,11 @@ class Server {
   std::vector<Store::ManifestInfo> manifests_;
   std::unordered_map<std::string, WorkerInfo> workers_;
   ServerStats stats_;
+  mutable std::mutex metrics_mu_;
+  MetricsSnapshot snapshot_;
+  std::atomic<int64_t> last_loop_ms_{0};
+  std::atomic<bool> bound_{false};
+  std::atomic<size_t> manifest_count_{0};
 };
 
 }  // namespace diode::fleet

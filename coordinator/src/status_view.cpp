@@ -38,10 +38,25 @@ std::string render_status(const nlohmann::json& st) {
     out << "  " << m.at("name").get<std::string>() << (m.at("scheduled").get<bool>() ? "" : " (unscheduled)") << "\n    "
         << bar(done, failed, total) << " " << pct << "  " << done << "/" << total << " done, " << failed << " failed, "
         << m.at("leased").get<int64_t>() << " leased, " << m.at("pending").get<int64_t>() << " pending\n";
+    int64_t open = m.at("leased").get<int64_t>() + m.at("pending").get<int64_t>();
+    const std::string name = m.at("name").get<std::string>();
+    if (failed > 0)
+      out << "    failed " << failed << " shard(s) for good (not leased again; `diode requeue --manifest " << name
+          << " --failed` puts them back)\n";
+    if (m.contains("not_scheduled_reason") && m["not_scheduled_reason"].is_string())
+      out << "    not scheduled: " << m["not_scheduled_reason"].get<std::string>() << "\n";
     char rate[64];
     std::snprintf(rate, sizeof rate, "%.1f shards/min", m.at("shards_per_min").get<double>());
     std::string eta = m.at("eta_s").is_null() ? "unknown" : duration(m.at("eta_s").get<double>());
-    out << "    throughput " << rate << ", ETA " << (done + failed == total ? "finished" : eta) << "\n";
+    // Finished means nothing is left to run; failed shards are not "done".
+    if (open == 0) eta = failed > 0 ? "finished with " + std::to_string(failed) + " failed" : "finished";
+    else eta = "ETA " + eta;
+    out << "    throughput " << rate << ", " << eta << "\n";
+  }
+  if (st.contains("load_errors") && !st["load_errors"].empty()) {
+    out << "manifest files skipped at start (the stored versions stay active)\n";
+    for (const auto& e : st["load_errors"])
+      out << "  " << e.at("path").get<std::string>() << ": " << e.at("error").get<std::string>() << "\n";
   }
   const auto& ws = st.at("live_workers");
   out << "live workers: " << ws.size() << "\n";

@@ -1,5 +1,7 @@
 #include "store.h"
 
+#include "diode/wire.h"
+
 #include <cstdio>
 #include <random>
 #include <stdexcept>
@@ -108,7 +110,23 @@ CREATE TABLE IF NOT EXISTS workers(
   id TEXT PRIMARY KEY, public_key TEXT NOT NULL, hardware_key TEXT NOT NULL, hardware BLOB NOT NULL,
   registered_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL, gone INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS load_errors(path TEXT PRIMARY KEY, error TEXT NOT NULL, at_ms INTEGER NOT NULL);
 )SQL";
+
+// The stored manifest's fields that can be compared without its text (databases
+// written before the text was kept), in manifest_fields' naming.
+nlohmann::json stored_fields(const std::string& sweep_id, const std::string& requester, int64_t priority,
+                             bool scheduled, int64_t max_attempts, const HardwareMatch& hw) {
+  return {{"sweep_id", sweep_id},
+          {"requester", requester},
+          {"priority", priority},
+          {"scheduled", scheduled},
+          {"max_attempts", max_attempts},
+          {"hardware.vendor", hw.vendor},
+          {"hardware.device_name", hw.device_pattern},
+          {"hardware.compute_capability", hw.compute_capabilities},
+          {"hardware.min_memory_bytes", hw.min_memory_bytes}};
+}
 
 }  // namespace
 
@@ -124,6 +142,14 @@ Store::Store(const std::string& path, bool sync_full) {
   exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
   exec("PRAGMA foreign_keys=ON");
   exec(kSchema);
+  // Databases from before manifests kept their text: add the column.
+  bool has_source = false;
+  {
+    Stmt& s = stmt("SELECT name FROM pragma_table_info('manifests')");
+    Use u{s};
+    while (s.step()) has_source = has_source || s.text(0) == "source";
+  }
+  if (!has_source) exec("ALTER TABLE manifests ADD COLUMN source TEXT");
   // Lease ids: a random per-process prefix and a counter, unique across restarts.
   std::random_device rd;
   char buf[24];
@@ -180,7 +206,8 @@ bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards
   }
   uint64_t problems = 0;
   for (const auto& p : shards) problems += p.problems.size();
-  stmt("INSERT INTO manifests VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")
+  stmt("INSERT INTO manifests(name, sweep_id, path, sha256, requester, priority, scheduled, max_attempts, "
+       "match_json, total_shards, total_problems, loaded_ms, source) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
       .bind(1, m.name)
       .bind(2, m.sweep_id)
       .bind(3, m.path)
@@ -193,6 +220,7 @@ bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards
       .bind(10, static_cast<int64_t>(shards.size()))
       .bind(11, static_cast<int64_t>(problems))
       .bind(12, now_ms)
+      .bind(13, m.source)
       .run();
   Stmt& ins = stmt(
       "INSERT INTO shards(id, manifest, idx, problems, spec, state, max_attempts) VALUES(?,?,?,?,?,'pending',?)");
@@ -205,6 +233,128 @@ bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards
         .bind(6, m.max_attempts)
         .run();
   return true;
+}
+
+AddResult Store::add_or_check_manifest(const Manifest& m, int64_t now_ms, std::string* why, size_t* shard_count) {
+  {
+    Stmt& s = stmt(
+        "SELECT name, sha256, source, sweep_id, requester, priority, scheduled, max_attempts, match_json, path "
+        "FROM manifests WHERE name=? OR sweep_id=? ORDER BY name=? DESC");
+    Use u{s};
+    s.bind(1, m.name).bind(2, m.sweep_id).bind(3, m.name);
+    if (s.step()) {
+      if (s.text(0) == m.name && s.text(1) == m.content_sha256) return AddResult::unchanged;
+      if (why) {
+        if (s.text(0) != m.name) {
+          *why = "sweep_id '" + m.sweep_id + "' is already used by manifest '" + s.text(0) + "'";
+        } else {
+          std::string changes;
+          std::string source = s.text(2);
+          try {
+            if (!source.empty()) {
+              changes = describe_manifest_change(manifest_fields(parse_manifest(source, s.text(9))), manifest_fields(m));
+            } else {
+              nlohmann::json now = manifest_fields(m), before = stored_fields(
+                  s.text(3), s.text(4), s.i64(5), s.i64(6) != 0, s.i64(7),
+                  match_from_json(nlohmann::json::parse(s.text(8))));
+              for (auto it = now.begin(); it != now.end();)
+                it = before.contains(it.key()) ? std::next(it) : now.erase(it);
+              changes = describe_manifest_change(before, now);
+              if (changes.empty()) changes = "its sweep (the stored version's text is not kept, so fields beyond "
+                                             "priority, scheduling and hardware cannot be compared)";
+            }
+          } catch (const std::exception& e) {
+            changes = std::string("(stored version unreadable: ") + e.what() + ")";
+          }
+          if (changes.empty()) changes = "only comments or formatting (every field is the same)";
+          *why = "manifest '" + m.name + "' changed since it was loaded (sha256 " + s.text(1).substr(0, 12) + " -> " +
+                 m.content_sha256.substr(0, 12) + "): " + changes +
+                 "; the stored version stays active; give the changed sweep a new name";
+        }
+      }
+      return AddResult::conflict;
+    }
+  }
+  auto shards = expand_shards(m);
+  if (shard_count) *shard_count = shards.size();
+  std::string why2;
+  if (!add_manifest(m, shards, now_ms, &why2)) {  // cannot happen after the check above
+    if (why) *why = why2;
+    return AddResult::conflict;
+  }
+  return AddResult::added;
+}
+
+std::optional<std::string> Store::manifest_source(const std::string& name) {
+  Stmt& s = stmt("SELECT source FROM manifests WHERE name=?");
+  Use u{s};
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  return s.text(0);
+}
+
+void Store::set_load_errors(const std::vector<std::pair<std::string, std::string>>& errors, int64_t now_ms) {
+  exec("DELETE FROM load_errors");
+  Stmt& ins = stmt("INSERT OR REPLACE INTO load_errors(path, error, at_ms) VALUES(?,?,?)");
+  for (const auto& [path, error] : errors) ins.bind(1, path).bind(2, error).bind(3, now_ms).run();
+}
+
+std::optional<Store::ManifestInfo> Store::manifest_info(const std::string& name) {
+  for (auto& m : manifests())
+    if (m.name == name) return m;
+  return std::nullopt;
+}
+
+std::map<std::string, ShardCounts> Store::shard_counts() {
+  std::map<std::string, ShardCounts> out;
+  {
+    Stmt& s = stmt("SELECT name FROM manifests");
+    Use u{s};
+    while (s.step()) out[s.text(0)];
+  }
+  Stmt& s = stmt("SELECT manifest, state, COUNT(*) FROM shards GROUP BY manifest, state");
+  Use u{s};
+  while (s.step()) {
+    auto& c = out[s.text(0)];
+    std::string state = s.text(1);
+    int64_t n = s.i64(2);
+    if (state == "pending") c.pending = n;
+    else if (state == "leased") c.leased = n;
+    else if (state == "done") c.done = n;
+    else if (state == "failed") c.failed = n;
+  }
+  return out;
+}
+
+int64_t Store::live_workers(int64_t now_ms, int64_t live_window_ms) {
+  Stmt& s = stmt("SELECT COUNT(*) FROM workers WHERE gone=0 AND last_seen_ms>=?");
+  Use u{s};
+  s.bind(1, now_ms - live_window_ms);
+  return s.step() ? s.i64(0) : 0;
+}
+
+int64_t Store::requeue(const std::string& manifest, const std::string& shard_id) {
+  {
+    Stmt& s = stmt("SELECT 1 FROM manifests WHERE name=?");
+    Use u{s};
+    s.bind(1, manifest);
+    if (!s.step()) return -1;
+  }
+  if (!shard_id.empty()) {
+    Stmt& s = stmt("SELECT state FROM shards WHERE id=? AND manifest=?");
+    Use u{s};
+    s.bind(1, shard_id).bind(2, manifest);
+    if (!s.step()) return -1;
+    if (s.text(0) != "failed") return -2;
+  }
+  // Everything a failure left behind goes; the error stays in the leases table.
+  stmt("UPDATE shards SET state='pending', attempts=0, error=NULL, done_ms=NULL, lease_id=NULL, worker_id=NULL, "
+       "deadline_ms=NULL WHERE manifest=? AND state='failed' AND (?='' OR id=?)")
+      .bind(1, manifest)
+      .bind(2, shard_id)
+      .bind(3, shard_id)
+      .run();
+  return sqlite3_changes(db_);
 }
 
 std::vector<Store::ManifestInfo> Store::manifests() {
@@ -327,7 +477,7 @@ CompleteResult Store::complete(const std::string& worker_id, const std::string& 
 }
 
 FailResult Store::fail(const std::string& worker_id, const std::string& lease_id, const std::string& reason,
-                       int64_t now_ms) {
+                       int64_t now_ms, bool permanent) {
   std::string shard_id;
   int64_t attempts = 0, max_attempts = 0;
   {
@@ -339,7 +489,7 @@ FailResult Store::fail(const std::string& worker_id, const std::string& lease_id
     attempts = s.i64(1);
     max_attempts = s.i64(2);
   }
-  bool final = attempts >= max_attempts;
+  bool final = permanent || attempts >= max_attempts;
   stmt("UPDATE shards SET state=?, error=?, deadline_ms=NULL, done_ms=? WHERE id=?")
       .bind(1, std::string(final ? "failed" : "pending"))
       .bind(2, reason)
@@ -422,7 +572,55 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
                     {"eta_s", eta}});
     }
   }
+  // Why a manifest with work left gets none: unscheduled, or no live worker
+  // whose hardware satisfies its rules.
+  std::vector<HardwareId> live_hw;
+  {
+    Stmt& h = stmt("SELECT hardware FROM workers WHERE gone=0 AND last_seen_ms>=?");
+    Use u{h};
+    h.bind(1, now_ms - live_window_ms);
+    while (h.step()) {
+      try {
+        live_hw.push_back(wire::decode_hardware(h.text(0)));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  std::map<std::string, ManifestInfo> infos;
+  for (auto& i : manifests()) infos[i.name] = i;
+  for (auto& m : ms) {
+    const ManifestInfo& info = infos[m["name"].get<std::string>()];
+    int64_t matching = 0;
+    for (const auto& h : live_hw) matching += hardware_matches(info.match, h) ? 1 : 0;
+    std::string rules = hardware_rules_text(info.match);
+    m["hardware"] = rules;
+    m["matching_live_workers"] = matching;
+    int64_t open = m["pending"].get<int64_t>() + m["leased"].get<int64_t>();
+    int64_t failed = m["failed"].get<int64_t>();
+    nlohmann::json reason = nullptr;
+    std::string state;
+    if (open == 0) {
+      state = failed > 0 ? "finished_with_failures" : "finished";
+    } else if (!info.scheduled) {
+      state = "not_scheduled";
+      reason = "unscheduled (scheduled: false in the manifest)";
+    } else if (matching == 0 && m["leased"].get<int64_t>() == 0) {
+      state = "not_scheduled";
+      reason = "no live agent matches hardware rules " + rules;
+    } else {
+      state = "running";
+    }
+    m["state"] = state;
+    m["not_scheduled_reason"] = reason;
+  }
   out["manifests"] = std::move(ms);
+  nlohmann::json load_errors = nlohmann::json::array();
+  {
+    Stmt& le = stmt("SELECT path, error FROM load_errors ORDER BY path");
+    Use u{le};
+    while (le.step()) load_errors.push_back({{"path", le.text(0)}, {"error", le.text(1)}});
+  }
+  out["load_errors"] = std::move(load_errors);
   nlohmann::json ws = nlohmann::json::array();
   Stmt& w = stmt(
       "SELECT w.id, w.hardware_key, w.last_seen_ms, (SELECT COUNT(*) FROM shards WHERE done_by=w.id AND state='done'), "
@@ -440,10 +638,12 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
   }
   out["live_workers"] = std::move(ws);
   nlohmann::json failures = nlohmann::json::array();
-  Stmt& f = stmt("SELECT id, error FROM shards WHERE state='failed' ORDER BY done_ms DESC LIMIT 10");
+  Stmt& f = stmt(
+      "SELECT id, error, manifest, attempts FROM shards WHERE state='failed' ORDER BY done_ms DESC, id LIMIT 10");
   {
     Use u{f};
-    while (f.step()) failures.push_back({{"shard", f.text(0)}, {"error", f.text(1)}});
+    while (f.step())
+      failures.push_back({{"shard", f.text(0)}, {"error", f.text(1)}, {"manifest", f.text(2)}, {"attempts", f.i64(3)}});
   }
   out["recent_failures"] = std::move(failures);
   return out;

@@ -38,6 +38,15 @@ struct WorkerRow {
 enum class CompleteResult { accepted, duplicate, unknown_lease, wrong_shard };
 enum class FailResult { retry, failed, stale };
 
+// What adding a manifest did. `conflict`: a manifest of that name (or a sweep
+// id) is already stored with other content; nothing changed, `why` says what.
+enum class AddResult { added, unchanged, conflict };
+
+// Shard counts of one manifest, by state.
+struct ShardCounts {
+  int64_t pending = 0, leased = 0, done = 0, failed = 0;
+};
+
 class Store {
  public:
   // sync_full: fsync the WAL on every commit (power-loss safe); otherwise
@@ -59,6 +68,17 @@ class Store {
   // a new name): returns false with `why`.
   bool add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards, int64_t now_ms, std::string* why);
   bool has_manifest(const std::string& name, const std::string& sha256_hex);
+  // Like add_manifest, but tells an identical manifest (a no-op) from a new
+  // one, and a conflict's `why` names the fields that changed when the stored
+  // version's text is known.
+  AddResult add_or_check_manifest(const Manifest& m, int64_t now_ms, std::string* why, size_t* shard_count = nullptr);
+  // The stored YAML text of a manifest (empty for databases written before it
+  // was kept), nullopt if there is no such manifest.
+  std::optional<std::string> manifest_source(const std::string& name);
+
+  // Manifest files skipped at start (changed since loaded, sweep id taken):
+  // replaced as a whole at each start, shown by `diode status`.
+  void set_load_errors(const std::vector<std::pair<std::string, std::string>>& path_and_error, int64_t now_ms);
 
   // Workers are bound to the CURVE public key that registered them.
   void upsert_worker(const WorkerRow& w, int64_t now_ms);
@@ -80,8 +100,19 @@ class Store {
   CompleteResult complete(const std::string& worker_id, const std::string& lease_id, const std::string& shard_id,
                           const std::string& sha256_hex, int64_t records, const std::string& hub_result,
                           int64_t now_ms);
+  // permanent: the failure cannot go away by retrying (the agent says so), so
+  // the shard is failed at once, whatever attempts are left.
   FailResult fail(const std::string& worker_id, const std::string& lease_id, const std::string& reason,
-                  int64_t now_ms);
+                  int64_t now_ms, bool permanent = false);
+  // Puts failed shards of a manifest back to pending with attempts reset: one
+  // shard (`shard_id`; it must be failed) or, with an empty shard_id, all
+  // failed shards. Returns the number requeued, or -1 if the manifest or the
+  // shard does not exist, -2 if the shard is not failed.
+  int64_t requeue(const std::string& manifest, const std::string& shard_id);
+  // Shard counts per manifest (every stored manifest, also those with none).
+  std::map<std::string, ShardCounts> shard_counts();
+  // Live workers (not gone, seen within the window).
+  int64_t live_workers(int64_t now_ms, int64_t live_window_ms);
   // Hands a lease back without counting the attempt (graceful shutdown).
   bool release(const std::string& worker_id, const std::string& lease_id, int64_t now_ms);
   // Expired leases go back to pending, or to failed after max_attempts.
@@ -100,6 +131,7 @@ class Store {
     bool scheduled = true;
     HardwareMatch match;
   };
+  std::optional<ManifestInfo> manifest_info(const std::string& name);
   std::vector<ManifestInfo> manifests();
 
  private:

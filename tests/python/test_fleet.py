@@ -118,11 +118,19 @@ class Fleet:
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
-    def start_coordinator(self):
+    def start_coordinator(self, extra: list[str] | None = None):
         return self._spawn("coordinator", [
             str(COORD), "serve", "--db", str(self.db), "--bind", self.coord_ep, "--keys", str(self.tmp / "coord.key"),
             "--allowlist", str(self.tmp / "coord_allow.txt"), "--manifests", str(self.manifest),
-            "--lease-ms", str(LEASE_MS), "--heartbeat-ms", str(HEARTBEAT_MS)])
+            "--lease-ms", str(LEASE_MS), "--heartbeat-ms", str(HEARTBEAT_MS), *(extra or [])])
+
+    def diode(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """`diode ARGS` against this fleet's coordinator, with the operators' key."""
+        out = subprocess.run([str(DIODE), *args, "--coordinator", self.coord_ep, "--keys", str(self.tmp / "status.key"),
+                              "--server-key", self.coord_pub], capture_output=True, text=True, timeout=20)
+        if check:
+            assert out.returncode == 0, out.stdout + out.stderr
+        return out
 
     def start_hub(self):
         if self.real_hub:
@@ -375,3 +383,92 @@ def test_sweep_against_real_hub(fleet_factory):
         assert sorted(s.id for s in shards) == sorted(i for (i,) in f.sql("SELECT id FROM shards"))
         sha = dict(f.sql("SELECT id, sha256 FROM shards"))
         assert all(sha[s.id] == s.sha256.hex() and all(r.flags & 1 for r in s.records) for s in shards)
+
+
+def http_get(url: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_operator_commands_failed_requeue_submit_metrics(fleet_factory, tmp_path):
+    """Issue 17: failed shards stay failed and are shown apart; `diode requeue` puts
+    them back; `diode manifest submit` adds a manifest at runtime; /metrics,
+    /healthz and JSON logs; a changed manifest file does not stop a restart."""
+    if not DIODE.exists():
+        pytest.skip("no diode CLI in this build")
+    f = fleet_factory(2, max_attempts=1)
+    metrics = f"127.0.0.1:{free_port()}"
+    f.start_hub()
+    f.start_coordinator(["--metrics-listen", metrics, "--log-json"])
+    crash = tmp_path / "crashing_python.sh"
+    crash.write_text("#!/bin/sh\necho 'CUDA error: an illegal memory access' >&2\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    f.start_agent(0, extra=["--runner", "inductor", "--python", str(crash), "--collect-timeout-s", "5"])
+    f.wait(lambda: f.counts().get("failed") == 2, 20, "both shards to fail")
+    time.sleep(0.5)
+    assert f.counts() == {"failed": 2}  # failed for good: never leased again
+    out = f.diode("status").stdout
+    assert "0/2 done, 2 failed, 0 leased, 0 pending" in out, out
+    assert "failed 2 shard(s) for good" in out and "finished with 2 failed" in out, out
+    assert "ETA finished" not in out, out
+    assert f.stop("agent0") == 0
+
+    # Requeue onto a working agent: done, attempts reset.
+    f.start_agent(1)
+    assert "requeued 2 failed shard(s) of fleet-test" in f.diode("requeue", "--manifest", "fleet-test", "--failed").stdout
+    f.wait(lambda: f.counts().get("done") == 2, 20, "the requeued shards to be done")
+    assert f.sql("SELECT MAX(attempts) FROM shards")[0][0] == 1
+    out = f.diode("status").stdout
+    assert "2/2 done, 0 failed" in out and "shards/min, finished\n" in out, out
+    bad = f.diode("requeue", "--manifest", "nope", "--failed", check=False)
+    assert bad.returncode != 0 and "not_found" in bad.stderr, bad.stderr
+
+    # A manifest submitted at runtime, for hardware no agent has.
+    a100 = tmp_path / "a100.yaml"
+    a100.write_text(MANIFEST.format(name="fleet-a100", problems=4, max_attempts=1).replace('"H100"', '"A100"')
+                    .replace('"9.0"', '"8.0"').replace("min_memory_gib: 79", "min_memory_gib: 39"))
+    assert "added manifest fleet-a100: 2 shards" in f.diode("manifest", "submit", str(a100)).stdout
+    assert "unchanged" in f.diode("manifest", "submit", str(a100)).stdout
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(a100.read_text().replace("priority: 10", "priority: 20"))
+    out = f.diode("manifest", "submit", str(changed), check=False)
+    assert out.returncode != 0 and "conflict" in out.stderr and "priority 10 -> 20" in out.stderr, out.stderr
+    out = f.diode("status").stdout
+    assert ("not scheduled: no live agent matches hardware rules vendor=nvidia device_name=A100 cc=8.0 "
+            "min_memory_gib=39") in out, out
+
+    # Metrics and health.
+    code, body = http_get(f"http://{metrics}/healthz")
+    assert code == 200 and json.loads(body)["status"] == "ok", body
+    def metric_line():
+        return http_get(f"http://{metrics}/metrics")[1]
+    f.wait(lambda: 'diode_coordinator_shards{manifest="fleet-a100",state="pending"} 2' in metric_line(), 10,
+           "the submitted manifest in /metrics")
+    body = metric_line()
+    for line in ('diode_coordinator_shards{manifest="fleet-test",state="done"} 2',
+                 'diode_coordinator_shards{manifest="fleet-test",state="failed"} 0',
+                 'diode_coordinator_leases_active{manifest="fleet-test"} 0',
+                 "diode_coordinator_completions_total 2", "diode_coordinator_failures_total 2",
+                 "diode_coordinator_agents_live 1"):
+        assert line + "\n" in body, body
+    # --log-json: every line is one JSON object.
+    lines = [ln for ln in f.log("coordinator").splitlines() if ln.strip()]
+    assert lines and all(json.loads(ln)["level"] for ln in lines)
+
+    # Restart with the manifest file edited in place: skipped, logged, shown; no crash loop.
+    assert f.stop("coordinator") == 0
+    f.manifest.write_text(f.manifest.read_text().replace("priority: 10", "priority: 11"))
+    f.start_coordinator()
+    f.wait(lambda: "changed since it was loaded" in f.log("coordinator"), 10, "the changed manifest to be logged")
+    time.sleep(0.3)
+    assert f.procs["coordinator"].poll() is None, f.log("coordinator")
+    assert "[error]" in f.log("coordinator") and "priority 10 -> 11" in f.log("coordinator")
+    out = f.diode("status").stdout
+    assert "manifest files skipped at start" in out and "the stored version stays active" in out, out
+    assert f.sql("SELECT priority FROM manifests WHERE name='fleet-test'") == [(10,)]
+
