@@ -14,18 +14,45 @@ std::string contribution_statement(const std::string& name, uint64_t time_ms, co
          body_sha256_hex + "\n";
 }
 
-bool valid_contributor_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '.' || c == '_' || c == '@' || c == '+' ||
-          c == '-'))
+namespace {
+bool display_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '.' || c == '_' || c == '@' || c == '+' ||
+         c == '-' || c == '\'';
+}
+// local@domain: local 1..64 of [A-Za-z0-9._%+-]; domain 1..253 of dot-separated
+// labels of [A-Za-z0-9-] (no empty label).
+bool valid_email(std::string_view e) {
+  const auto at = e.find('@');
+  if (at == std::string_view::npos || e.find('@', at + 1) != std::string_view::npos) return false;
+  const std::string_view local = e.substr(0, at), domain = e.substr(at + 1);
+  if (local.empty() || local.size() > 64 || domain.empty() || domain.size() > 253) return false;
+  for (char c : local)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-'))
       return false;
+  if (domain.front() == '.' || domain.back() == '.' || domain.find("..") != std::string_view::npos) return false;
+  for (char c : domain)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-')) return false;
+  return true;
+}
+}  // namespace
+
+bool valid_contributor_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxContributorName) return false;
+  std::string_view display = name;
+  if (name.back() == '>') {  // "Display Name <local@domain>"
+    const auto lt = name.rfind(" <");
+    if (lt == std::string_view::npos || !valid_email(name.substr(lt + 2, name.size() - lt - 3))) return false;
+    display = name.substr(0, lt);
+  }
+  if (display.empty() || display.size() > 64) return false;
+  for (char c : display)
+    if (!display_char(c)) return false;
   return true;
 }
 
 std::map<std::string, std::string> sign_contribution(const std::string& pem, const std::string& name,
                                                      std::string_view body, uint64_t time_ms) {
-  if (!valid_contributor_name(name)) throw std::invalid_argument("contributor name must be 1..64 of [A-Za-z0-9 ._@+-]");
+  if (!valid_contributor_name(name)) throw std::invalid_argument(std::string("contributor name \"") + name.substr(0, 80) + "\": " + kContributorNameRule);
   auto key = bundle::PrivateKey::from_pem(pem);
   std::string sig = key.sign(contribution_statement(name, time_ms, to_hex(sha256(body))));
   return {{kHdrKey, key.public_key().hex()},
@@ -44,7 +71,7 @@ VerifiedContribution verify_contribution(const std::map<std::string, std::string
   VerifiedContribution v;
   v.info.contributor_name = header(kHdrName);
   if (!valid_contributor_name(v.info.contributor_name))
-    throw Rejection("bad_request", std::string(kHdrName) + ": 1..64 of [A-Za-z0-9 ._@+-]");
+    throw Rejection("bad_request", std::string(kHdrName) + ": " + kContributorNameRule);
   const std::string& t = header(kHdrTime);
   if (t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
     throw Rejection("bad_request", std::string(kHdrTime) + ": expected Unix milliseconds");

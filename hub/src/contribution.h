@@ -26,6 +26,15 @@ inline constexpr const char* kHdrTime = "X-Diode-Timestamp-Ms";
 inline constexpr const char* kHdrSignature = "X-Diode-Signature";
 
 std::string contribution_statement(const std::string& name, uint64_t time_ms, const std::string& body_sha256_hex);
+// A contributor name: a display name of 1..64 characters of [A-Za-z0-9 ._@+'-],
+// optionally followed by " <local@domain>" (the form git uses, e.g.
+// "Jane Doe <jane@example.org>"); at most kMaxContributorName bytes in all.
+// Printable ASCII only: it travels in an HTTP header and in the signed
+// statement, whose lines it must not break.
+inline constexpr size_t kMaxContributorName = 128;
+inline constexpr const char* kContributorNameRule =
+    "a display name of 1..64 characters of [A-Za-z0-9 ._@+'-], optionally followed by \" <local@domain>\"; at most "
+    "128 characters";
 bool valid_contributor_name(std::string_view name);
 
 // Client side: the headers for uploading `body`, signed with the PEM key.

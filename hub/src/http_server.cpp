@@ -15,6 +15,7 @@
 #include <future>
 
 #include "contribution.h"
+#include "diode/bundle/registry.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -447,6 +448,20 @@ void HttpServer::routes() {
               if (s) s->body_done();
               contribute(req, body, res);
             });
+
+  // The models this hub serves: the current version of every hardware key in
+  // its registry and when that version was signed. `diode pull` shows it when
+  // a hardware key is unknown. Unsigned (clients verify what they install);
+  // bounded to kMaxModelsListed keys; unreadable or symlinked entries are skipped.
+  svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const auto entries = bundle::list_registry(store_.dir() + "/models", /*skip_unreadable=*/true, kMaxModelsListed + 1);
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < entries.size() && i < kMaxModelsListed; ++i)
+      out.push_back({{"hardware_key", entries[i].hardware_key},
+                     {"version", entries[i].current},
+                     {"published_at", entries[i].published}});
+    json(res, {{"models", out}, {"truncated", entries.size() > kMaxModelsListed}});
+  });
 
   svr_.Get(R"(/v1/models/([^/]+)/index)", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string hw = req.matches[1];

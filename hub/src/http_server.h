@@ -74,6 +74,9 @@ class HttpServer {
   int port_ = 0;
 };
 
+// GET /v1/models lists at most this many hardware keys (sorted; "truncated" says so).
+inline constexpr size_t kMaxModelsListed = 1000;
+
 // True for a path component we serve from the model registry.
 bool valid_model_version(const std::string& v);
 bool valid_model_file(const std::string& f);

@@ -55,6 +55,13 @@ constexpr const char* kUnrecorded = "unrecorded";
 
 std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded : s; }
 
+// Record flag bit 1 (docs/wire-format.md): the config is in Inductor's DEFAULT
+// list for this problem (collector v2).
+constexpr uint64_t kRecordInDefault = 1u << 1;
+
+// The op's own ATen kernel ("aten") or another extern ATen choice ("aten::bias_addmm").
+bool is_aten(const std::string& template_id) { return template_id == "aten" || template_id.rfind("aten::", 0) == 0; }
+
 }  // namespace
 
 nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources) {
@@ -68,7 +75,8 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
   };
   std::map<std::string, Contributor> contributors;
   std::map<std::string, MethodStats> methods;
-  uint64_t records = 0, community_shards = 0;
+  uint64_t records = 0, community_shards = 0, final_not_timeout = 0;
+  std::set<Problem> with_aten, with_default;
   for (size_t si = 0; si < d.shards.size(); ++si) {
     const auto& s = d.shards[si];
     const std::string source = si < sources.size() ? sources[si] : "";
@@ -87,9 +95,12 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     for (const auto& r : s.records) {
       records++;
       by_status[to_string(r.status)]++;
+      if (r.status != TimingStatus::timeout) final_not_timeout++;
       templates[r.config.template_id]++;
       const auto& p = s.problems[r.problem_index];
       configs[p].insert(r.config);
+      if (is_aten(r.config.template_id)) with_aten.insert(p);
+      if (r.flags & kRecordInDefault) with_default.insert(p);
     }
   }
   for (const auto& [p, cfgs] : configs) {
@@ -122,7 +133,15 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
           {"problems", configs.size()},
           {"configs_per_problem", cpp},
           {"records_by_status", by_status},
-          {"coverage", {{"m", m.to_json()}, {"n", n.to_json()}, {"k", k.to_json()}}},
+          {"coverage",
+           {{"m", m.to_json()},
+            {"n", n.to_json()},
+            {"k", k.to_json()},
+            // Share of records with a final status (anything but timeout), and
+            // how many problems a model can compare against ATen and DEFAULT.
+            {"records_final_share", records == 0 ? 0.0 : static_cast<double>(final_not_timeout) / records},
+            {"problems_with_aten", with_aten.size()},
+            {"problems_with_default", with_default.size()}}},
           {"ops", ops},
           {"dtypes", dtypes},
           {"templates", templates},
@@ -133,18 +152,37 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
 std::string render_stats(const nlohmann::json& j) {
   std::ostringstream o;
   o << "hardware            " << j["hardware_key"].get<std::string>() << "\n"
-    << "shards              " << j["shards"] << " (" << j["community_shards"] << " community)\n"
-    << "records             " << j["records"] << "\n"
+    << "shards              " << j["shards"];
+  // Stats without community data say how much they left out (set by `diode dataset stats`).
+  if (const uint64_t hidden = j.value("community_shards_not_counted", uint64_t{0}); hidden > 0)
+    o << " (" << hidden << " community shard" << (hidden == 1 ? "" : "s")
+      << " not counted; --include-community to include them)";
+  else
+    o << " (" << j["community_shards"] << " community)";
+  o << "\n";
+  o << "records             " << j["records"] << "\n"
     << "problems            " << j["problems"] << "\n"
     << "configs per problem min " << j["configs_per_problem"]["min"] << ", median "
     << j["configs_per_problem"]["median"] << ", max " << j["configs_per_problem"]["max"] << "\n"
     << "records by status  ";
   for (auto& [s, n] : j["records_by_status"].items()) o << " " << s << "=" << n;
   o << "\n";
+  if (const auto& cov = j["coverage"]; cov.contains("records_final_share")) {  // absent from an older hub's stats
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "completeness        %.1f%% of records final (not timeout); problems with ATen %llu, with DEFAULT %llu\n",
+                  100.0 * cov["records_final_share"].get<double>(),
+                  static_cast<unsigned long long>(cov["problems_with_aten"].get<uint64_t>()),
+                  static_cast<unsigned long long>(cov["problems_with_default"].get<uint64_t>()));
+    o << buf;
+  }
   for (const char* dim : {"m", "n", "k"}) {
     const auto& c = j["coverage"][dim];
     o << "coverage " << dim << "          " << c["min"] << " .. " << c["max"] << "   log2:";
-    for (auto& [b, n] : c["log2_histogram"].items()) o << " 2^" << b << "=" << n;
+    // JSON object keys sort as text ("10" < "3"): order the buckets by number.
+    std::vector<std::pair<long, std::string>> buckets;
+    for (auto& [b, n] : c["log2_histogram"].items()) buckets.emplace_back(std::stol(b), n.dump());
+    std::sort(buckets.begin(), buckets.end());
+    for (const auto& [b, n] : buckets) o << " 2^" << b << "=" << n;
     o << "\n";
   }
   o << "ops                ";

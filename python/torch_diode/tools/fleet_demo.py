@@ -179,7 +179,7 @@ class Demo:
         w = self.work
         export = w / "dataset.msgpack.gz"
         self.run(self.bin["diode"], "dataset", "export", "--hub", f"http://127.0.0.1:{self.http_port}",
-                 "--hardware", HW_KEY, "--out", export)
+                 "--hardware", HW_KEY, export)
         print(self.run(self.bin["diode"], "dataset", "stats", export), end="")
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         say("training: mpirun -np 2 diode-train")

@@ -1,6 +1,7 @@
 // `diode` subcommands for signed model bundles (registered from cli/main.cpp):
 // keys init|rotate|list, publish, pull, verify, models list|example.
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "../../../cli/commands.h"
 #include "diode/bundle/bundle.h"
 #include "diode/bundle/client.h"
+#include "diode/bundle/http_fetch.h"
 #include "diode/bundle/keystore.h"
 #include "diode/bundle/model_dir.h"
 #include "diode/bundle/registry.h"
@@ -128,19 +130,39 @@ void register_bundle_commands(CLI::App& app) {
   };
   auto pl = std::make_shared<PullArgs>();
   auto* pull_cmd = app.add_subcommand("pull", "Fetch and verify the current bundle for a GPU into the cache");
-  pull_cmd->add_option("--hardware", pl->hardware, "Hardware key, or auto (nvidia-smi)")->capture_default_str();
-  pull_cmd->add_option("--hub", pl->hub, "Hub URL (https://, or http:// to loopback)");
-  pull_cmd->add_option("--cache", pl->cache, "Cache directory (default ~/.cache/diode)");
+  // The same environment as the Python hook (torch_diode): flags win over it.
+  pull_cmd->add_option("--hardware", pl->hardware, "Hardware key, or auto (nvidia-smi)")
+      ->envname("DIODE_HARDWARE_KEY")
+      ->capture_default_str();
+  pull_cmd->add_option("--hub", pl->hub, "Hub URL (https://, or http:// to loopback)")->envname("DIODE_HUB_URL");
+  pull_cmd->add_option("--cache", pl->cache, "Cache directory (default $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or ~/.cache/diode)");
   pull_cmd->add_option("--root-key", pl->root_key, "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY)");
   pull_cmd->add_flag("--offline", pl->offline, "Use the cache only");
   pull_cmd->callback([pl] {
     PullOptions o;
-    o.hardware_key = pl->hardware == "auto" ? detect_hardware_key() : pl->hardware;
+    o.hardware_key = pl->hardware == "auto" || pl->hardware.empty() ? detect_hardware_key() : pl->hardware;
     o.hub_url = pl->offline ? "" : pl->hub;
-    if (o.hub_url.empty() && !pl->offline) throw std::invalid_argument("pass --hub URL, or --offline");
+    if (o.hub_url.empty() && !pl->offline) throw std::invalid_argument("pass --hub URL (or set DIODE_HUB_URL), or --offline");
     o.cache_dir = pl->cache;
     o.root_key = load_root_key(pl->root_key, "");
-    const PullResult r = pull(o);
+    PullResult r;
+    try {
+      r = pull(o);
+    } catch (const HttpError& e) {
+      if (e.status() != 404) throw;
+      // Unknown hardware key: say what the hub does have.
+      std::string listing;
+      try {
+        const auto models = list_hub_models(o.hub_url);
+        if (models.empty()) listing = "the hub serves no models yet";
+        else listing = "the hub serves models for:";
+        for (const auto& m : models)
+          listing += "\n  " + m.hardware_key + "\tversion " + std::to_string(m.version) + "\tpublished " + m.published_at;
+      } catch (const std::exception& le) {
+        listing = std::string("(could not list the hub's models: ") + le.what() + ")";
+      }
+      throw std::runtime_error("no model for " + o.hardware_key + " on " + o.hub_url + " (" + e.what() + ")\n" + listing);
+    }
     if (r.offline) std::cerr << "warning: served from the cache: " << r.note << "\n";
     std::cout << r.path << "\n";
   });
@@ -158,10 +180,29 @@ void register_bundle_commands(CLI::App& app) {
   auto* models = app.add_subcommand("models", "Bundles in a registry or the local cache");
   models->require_subcommand(1);
   auto lreg = std::make_shared<std::string>();
-  auto* list = models->add_subcommand("list", "List hardware keys and versions of a registry");
-  list->add_option("--registry", *lreg, "Registry root (default $DIODE_REGISTRY or ~/.local/share/diode/registry)");
-  list->callback([lreg] {
-    for (const auto& e : list_registry(lreg->empty() ? default_registry_dir() : *lreg)) {
+  auto lcache = std::make_shared<std::string>();
+  auto* list = models->add_subcommand(
+      "list",
+      "List models. With --registry DIR (or $DIODE_REGISTRY): a publisher's registry (hardware key, current version, "
+      "index expiry, every version). With --cache DIR, or when no registry is given: the local pull cache (hardware "
+      "key, version, when a pull last verified it, path; default $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or "
+      "~/.cache/diode)");
+  auto* o_reg = list->add_option("--registry", *lreg, "Registry root to list (default $DIODE_REGISTRY)");
+  list->add_option("--cache", *lcache, "Pull cache to list")->excludes(o_reg);
+  list->callback([lreg, lcache] {
+    std::string registry = *lreg;
+    if (registry.empty() && lcache->empty())
+      if (const char* r = std::getenv("DIODE_REGISTRY"); r && *r) registry = r;
+    if (registry.empty()) {
+      const std::string dir = lcache->empty() ? default_cache_dir() : *lcache;
+      const auto entries = list_cache(dir);
+      if (entries.empty()) std::cerr << "no models cached in " << dir << "\n";
+      for (const auto& m : entries)
+        std::cout << m.hardware_key << "\tversion " << m.version << "\tverified " << m.verified_at << "\t" << m.path
+                  << "\n";
+      return;
+    }
+    for (const auto& e : list_registry(registry)) {
       std::cout << e.hardware_key << "\tcurrent " << e.current << "\texpires " << e.expires << "\tversions";
       for (auto v : e.versions) std::cout << " " << v;
       std::cout << "\n";

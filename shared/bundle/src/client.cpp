@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -142,6 +144,51 @@ PullResult pull(const PullOptions& opt) {
   }
 }
 
+std::vector<CachedModel> list_cache(const std::string& cache_dir) {
+  std::vector<CachedModel> out;
+  const fs::path cache(cache_dir.empty() ? default_cache_dir() : cache_dir);
+  std::error_code ec;
+  if (!fs::is_directory(cache, ec)) return out;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    const std::string hw = e.path().filename().string();
+    const fs::path st = e.path() / "state.json";
+    if (!e.is_directory() || !is_valid_hardware_key(hw) || !fs::exists(st)) continue;
+    CachedModel m;
+    m.hardware_key = hw;
+    const json j = parse_untrusted_json(io::read_file(st.string(), 4096), hw + "/state.json");
+    m.version = get_uint(j, "highest_version", hw + "/state.json");
+    if (j.contains("verified_at") && j["verified_at"].is_string()) {
+      m.verified_at = get_string(j, "verified_at", hw + "/state.json", 32);
+    } else {
+      const auto ft = fs::last_write_time(st);
+      const auto sys = std::chrono::time_point_cast<std::chrono::system_clock::duration>(fs::file_time_type::clock::to_sys(ft));
+      m.verified_at = format_time(std::chrono::system_clock::to_time_t(sys));
+    }
+    m.path = (e.path() / std::to_string(m.version)).string();
+    out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.hardware_key < b.hardware_key; });
+  return out;
+}
+
+std::vector<HubModel> list_hub_models(const std::string& hub_url) {
+  constexpr uint64_t kMaxListing = 1u << 20;
+  const std::string text = http_get(check_hub_url(hub_url) + "/v1/models", kMaxListing, "model list");
+  const json j = parse_untrusted_json(text, "model list", kMaxListing);
+  const json& models = field(j, "models", "model list");
+  if (!models.is_array()) throw VerifyError("model list: \"models\" is not an array");
+  std::vector<HubModel> out;
+  for (const auto& m : models) {
+    HubModel h;
+    h.hardware_key = get_string(m, "hardware_key", "model list", 64);
+    if (!is_valid_hardware_key(h.hardware_key)) throw VerifyError("model list: invalid hardware key");
+    h.version = get_uint(m, "version", "model list");
+    h.published_at = get_string(m, "published_at", "model list", 32);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 namespace {
 // Steps 3-7 of the pull algorithm (docs/bundle-format.md) for a fetched index;
 // called with the cache lock held.
@@ -163,7 +210,9 @@ PullResult install(const PullOptions& opt, const std::string& index_text, std::t
   auto save_state = [&] {
     // Trust and the rollback counter move forward only after everything verified.
     io::write_file_atomic((cache / "trust.json").string(), trust.to_json().dump() + "\n");
-    const json st = {{"hardware_key", opt.hardware_key}, {"highest_version", idx.version}};
+    const json st = {{"hardware_key", opt.hardware_key},
+                     {"highest_version", idx.version},
+                     {"verified_at", format_time(std::time(nullptr))}};
     io::write_file_atomic((hw_dir / "state.json").string(), st.dump() + "\n");
   };
   if (fs::exists(final_dir)) {

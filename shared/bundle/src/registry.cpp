@@ -128,23 +128,43 @@ uint64_t refresh_index(const std::string& registry_root, const std::string& hard
   return version;
 }
 
-std::vector<RegistryEntry> list_registry(const std::string& registry_root) {
+std::vector<RegistryEntry> list_registry(const std::string& registry_root, bool skip_unreadable, size_t max_entries) {
   std::vector<RegistryEntry> out;
-  if (!fs::exists(registry_root)) throw std::runtime_error("registry " + registry_root + " does not exist");
+  if (!fs::exists(registry_root)) {
+    if (skip_unreadable) return out;
+    throw std::runtime_error("registry " + registry_root + " does not exist");
+  }
+  std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(registry_root)) {
     const std::string hw = e.path().filename().string();
+    if (skip_unreadable && e.is_symlink()) continue;
     if (!e.is_directory() || !is_valid_hardware_key(hw) || !fs::exists(e.path() / "index.json")) continue;
-    RegistryEntry r;
-    r.hardware_key = hw;
-    const json idx =
-        parse_untrusted_json(io::read_file((e.path() / "index.json").string(), kMaxMetadataBytes), hw + "/index.json");
-    const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
-    r.current = get_uint(s, "version", "index.json");
-    r.expires = get_string(s, "expires", "index.json", 32);
-    r.versions = version_dirs(e.path());
-    out.push_back(std::move(r));
+    dirs.push_back(e.path());
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.hardware_key < b.hardware_key; });
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    if (out.size() >= max_entries) break;
+    const std::string hw = dir.filename().string();
+    try {
+      RegistryEntry r;
+      r.hardware_key = hw;
+      const json idx = parse_untrusted_json(io::read_file((dir / "index.json").string(), kMaxMetadataBytes), hw + "/index.json");
+      const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
+      r.current = get_uint(s, "version", "index.json");
+      r.expires = get_string(s, "expires", "index.json", 32);
+      r.versions = version_dirs(dir);
+      try {
+        const fs::path b = dir / std::to_string(r.current) / "bundle.json";
+        const json bj = parse_untrusted_json(io::read_file(b.string(), kMaxMetadataBytes), hw + "/bundle.json");
+        r.published = get_string(field(bj, "signed", "bundle.json"), "created", "bundle.json", 32);
+      } catch (const std::exception&) {
+        // The index is what clients read first; a missing date does not hide the entry.
+      }
+      out.push_back(std::move(r));
+    } catch (const std::exception&) {
+      if (!skip_unreadable) throw;
+    }
+  }
   return out;
 }
 

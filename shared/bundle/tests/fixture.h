@@ -113,6 +113,15 @@ class Hub {
              [this](const httplib::Request& req, httplib::Response& res) {
                serve(req.matches[1].str() + "/" + req.matches[2].str() + "/" + req.matches[3].str(), res);
              });
+    // GET /v1/models as the hub answers it (hub/src/http_server.cpp); `models_body`
+    // replaces the answer when set.
+    srv_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      if (!models_body.empty()) return res.set_content(models_body, "application/json");
+      json models = json::array();
+      for (const auto& e : list_registry(root_.string(), true))
+        models.push_back({{"hardware_key", e.hardware_key}, {"version", e.current}, {"published_at", e.published}});
+      res.set_content(json{{"models", models}, {"truncated", false}}.dump(), "application/json");
+    });
     port_ = srv_.bind_to_any_port("127.0.0.1");
     if (port_ <= 0) throw std::runtime_error("cannot bind 127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
@@ -127,6 +136,7 @@ class Hub {
   std::function<void(const std::string& rel, std::string& body)> mutate;
   std::string truncate;  // relative path, e.g. "nvidia-h100-80gb/1/weights.msgpack"
   std::atomic<int> requests{0};
+  std::string models_body;
 
  private:
   void serve(const std::string& rel, httplib::Response& res) {

@@ -305,3 +305,51 @@ TEST(Client, ExpiredIndexFallsBackToTheCachedBundle) {
   };
   w.expect_rejected({"index.json", "invalid signature"});
 }
+
+// Issue 17: what a hub serves (GET /v1/models), shown when a hardware key is
+// unknown, and what the cache holds (`diode models list`).
+TEST(Client, UnknownHardwareIs404AndTheHubListsItsModels) {
+  ClientWorld w;
+  w.publish_now();
+  PullOptions o = w.opts();
+  o.hardware_key = "nvidia-a100-40gb";
+  try {
+    pull(o);
+    FAIL() << "pulled a hardware key the hub does not have";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 404);
+  }
+  const auto models = list_hub_models(w.hub.url());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].hardware_key, kHw);
+  EXPECT_EQ(models[0].version, 1u);
+  EXPECT_EQ(models[0].published_at, format_time(w.now));
+  // The listing is untrusted input: malformed answers are errors, not crashes.
+  for (const char* bad : {"[]", "{\"models\": 3}", "{\"models\": [{\"hardware_key\": \"../x\", \"version\": 1, \"published_at\": \"\"}]}",
+                          "{\"models\": [{\"hardware_key\": \"nvidia-x\", \"version\": -1, \"published_at\": \"\"}]}", "not json"}) {
+    w.hub.models_body = bad;
+    EXPECT_THROW(list_hub_models(w.hub.url()), VerifyError) << bad;
+  }
+  // The same URL rule as pull.
+  EXPECT_THROW(list_hub_models("http://example.org"), std::invalid_argument);
+}
+
+TEST(Client, ListCacheShowsVersionAndVerificationTime) {
+  ClientWorld w;
+  EXPECT_TRUE(list_cache(w.cache.string()).empty());  // no cache yet
+  w.publish_now();
+  pull(w.opts());
+  auto entries = list_cache(w.cache.string());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].hardware_key, kHw);
+  EXPECT_EQ(entries[0].version, 1u);
+  EXPECT_EQ(fs::path(entries[0].path), w.cache / kHw / "1");
+  EXPECT_EQ(entries[0].verified_at.size(), 20u) << entries[0].verified_at;
+  EXPECT_TRUE(json::parse(slurp(w.cache / kHw / "state.json")).contains("verified_at"));
+  // A cache written before verified_at existed: the file's modification time.
+  spit(w.cache / kHw / "state.json", json{{"hardware_key", kHw}, {"highest_version", 1}}.dump());
+  entries = list_cache(w.cache.string());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].verified_at.size(), 20u);
+  EXPECT_EQ(entries[0].verified_at.substr(0, 2), "20");
+}

@@ -2,11 +2,14 @@
 // verifies it against the pinned root key and the cached trust state, and
 // installs it atomically in the local cache:
 //   <cache>/trust.json            newest verified root + revoked key ids
-//   <cache>/<hw>/state.json       highest version ever accepted (rollback guard)
+//   <cache>/<hw>/state.json       highest version ever accepted (rollback guard),
+//                                 and when it last verified ("verified_at")
 //   <cache>/<hw>/<version>/       bundle.json, roots.json, model.json, weights.msgpack
 #pragma once
+#include <cstdint>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "diode/bundle/crypto.h"
 
@@ -39,5 +42,27 @@ PullResult pull(const PullOptions& opt);
 
 // The cached current bundle, re-verified against the cached trust state.
 PullResult cached(const PullOptions& opt);
+
+// What the cache holds, one entry per hardware key with a state.json, sorted
+// by key: the highest version accepted and when a pull last verified it
+// ("verified_at" of state.json; for a cache written before it was recorded,
+// the file's modification time). Nothing is re-verified. A missing cache is empty.
+struct CachedModel {
+  std::string hardware_key;
+  uint64_t version = 0;
+  std::string verified_at;  // "YYYY-MM-DDTHH:MM:SSZ"
+  std::string path;         // <cache>/<hw>/<version>
+};
+std::vector<CachedModel> list_cache(const std::string& cache_dir);
+
+// The models a hub serves (GET /v1/models): current version and publication
+// time per hardware key. Unsigned, for display only (a pull verifies what it
+// installs). Throws NetworkError, HttpError or VerifyError (malformed answer).
+struct HubModel {
+  std::string hardware_key;
+  uint64_t version = 0;
+  std::string published_at;
+};
+std::vector<HubModel> list_hub_models(const std::string& hub_url);
 
 }  // namespace diode::bundle

@@ -4,6 +4,7 @@
 // A version directory is complete before it appears (staged, then renamed)
 // and never changes afterwards; index.json is replaced last, atomically.
 #pragma once
+#include <cstdint>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -48,8 +49,13 @@ struct RegistryEntry {
   uint64_t current = 0;            // the version index.json names
   std::vector<uint64_t> versions;  // every version directory, ascending
   std::string expires;             // of index.json
+  std::string published;           // "created" of the current version's bundle.json (when it was signed); "" if unreadable
 };
-// Every hardware key with an index.json, sorted by key.
-std::vector<RegistryEntry> list_registry(const std::string& registry_root);
+// Every hardware key with an index.json, sorted by key. Throws on a missing
+// registry or an unreadable index, unless `skip_unreadable` (a server listing
+// what it serves: a missing registry is empty, a broken or symlinked entry is
+// left out). At most `max_entries` entries (by key).
+std::vector<RegistryEntry> list_registry(const std::string& registry_root, bool skip_unreadable = false,
+                                         size_t max_entries = SIZE_MAX);
 
 }  // namespace diode::bundle
