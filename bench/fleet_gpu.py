@@ -134,7 +134,8 @@ def main() -> int:
     ap.add_argument("--work", required=True, type=pathlib.Path)
     ap.add_argument("--deadline-s", type=float, default=520)
     ap.add_argument("--out", required=True, type=pathlib.Path)
-    ap.add_argument("--hardware-key", default="nvidia-h100-80gb", help="the key this GPU's shards carry")
+    ap.add_argument("--hardware-key", default="", help="the key this GPU's shards carry (default: the one "
+                    "key the hub holds data for, from GET /v1/hardware)")
     ap.add_argument("--replay-data", type=pathlib.Path,
                     help="rehearse without a GPU: the agent's replay runner answers from this dataset")
     a = ap.parse_args()
@@ -165,7 +166,16 @@ def main() -> int:
         print(status, end="")
         # The export is the dataset the issue commits: the hub's, not the agent's files.
         export = a.out / "export.msgpack.gz"
-        run(f.bin["diode"], "dataset", "export", "--hub", f.http, "--hardware", a.hardware_key, export)
+        key = a.hardware_key
+        if not key:
+            import urllib.request
+            with urllib.request.urlopen(f.http + "/v1/hardware", timeout=10) as r:
+                keys = [h["key"] for h in json.load(r)["hardware"]]
+            if len(keys) != 1:
+                raise SystemExit(f"fleet: the hub holds data for {keys}; say which with --hardware-key")
+            key = keys[0]
+        say(f"exporting the hub's dataset for {key}")
+        run(f.bin["diode"], "dataset", "export", "--hub", f.http, "--hardware", key, export)
         stats = run(f.bin["diode"], "dataset", "stats", export)
         print(stats, end="")
         from torch_diode.dataset import load_dataset
