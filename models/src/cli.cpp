@@ -1,10 +1,13 @@
 // `diode validate` (registered from cli/main.cpp). Torch-free: the model is
 // judged by the same plain C++ forward pass the benchmarks time.
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "../../cli/commands.h"
 #include "diode/dataset.h"
+#include "diode/io.h"
 #include "model_format.h"
 #include "problem_set.h"
 #include "report.h"
@@ -14,36 +17,92 @@ namespace diode::cli {
 
 void register_model_commands(CLI::App& app) {
   struct Opts {
-    std::string model, dataset, report, split = "test";
-    bool include_community = false;
+    std::string model, dataset, report, split = "test", list_split, compare;
+    std::vector<std::string> rankings;
+    bool include_community = false, json = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* v = app.add_subcommand(
-      "validate", "Score a model on a dataset: RMSE, top-k regret vs Inductor's DEFAULT list, ranking time");
-  v->add_option("--model", o->model, "model directory (model.json + weights.msgpack)")->required();
+      "validate",
+      "Score a model on a dataset: top-k regret against the best of everything measured, next to the cuBLAS, "
+      "Inductor DEFAULT and rankings baselines; RMSE; ranking time");
+  v->add_option("--model", o->model, "model directory (model.json + weights.msgpack); required unless --list-split");
   v->add_option("--dataset", o->dataset, "dataset file or directory of shards")->required();
-  v->add_option("--report", o->report, "write summary.json and SVG plots into this directory");
+  v->add_option("--report", o->report,
+                "write summary.json, SVG plots (regret CDFs of the model and every baseline) and index.html into "
+                "this directory");
   v->add_option("--split", o->split, "problems to score: test (default, the trainer's held-out split), "
                                      "validation, train or all")
       ->check(CLI::IsMember({"train", "validation", "test", "all"}));
+  v->add_option("--list-split", o->list_split,
+                "print the problems of this split (their hashes; with --json every problem with its configs, in "
+                "the order a rankings file follows, and measured times) and exit")
+      ->check(CLI::IsMember({"train", "validation", "test", "all"}));
+  v->add_option("--baseline-rankings", o->rankings,
+                "a rankings file of another ranker (bench/torch_diode_011_eval.py writes one): adds the baseline "
+                "it names; may be repeated");
+  v->add_option("--compare", o->compare, "a second model directory judged on the same problems, side by side");
+  v->add_flag("--json", o->json, "print the overall view as JSON (docs/training.md) instead of tables");
   v->add_flag("--include-community", o->include_community, "also use community-contributed shards");
   v->callback([o] {
-    const models::ModelDir m = models::load_model_dir(o->model);
     const Dataset d = load_dataset(o->dataset);
     models::GroupOptions go;
+    if (!o->list_split.empty()) {
+      go.include_community = o->include_community;
+      const auto groups = models::group_by_problem(d, go);
+      const auto idx = models::split_indices(groups, o->list_split);
+      if (o->json) {
+        std::cout << models::split_json(groups, idx).dump() << "\n";
+      } else {
+        for (size_t gi : idx) std::cout << models::hash_hex(groups[gi].hash) << "\n";
+      }
+      return;
+    }
+    if (o->model.empty()) throw std::runtime_error("--model is required (unless --list-split)");
+    const models::ModelDir m = models::load_model_dir(o->model);
     go.hardware_key = m.hardware_key;
     go.include_community = o->include_community;
     const auto groups = models::group_by_problem(d, go);
     const auto idx = models::split_indices(groups, o->split);
     if (idx.empty()) throw std::runtime_error("the '" + o->split + "' split of this dataset has no problems");
-    const models::Evaluation ev = models::evaluate_model(m, d.hardware_key, groups, idx);
-    std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n"
-              << models::format_metrics(ev.metrics);
+    models::Evaluation ev = models::evaluate_model(m, d.hardware_key, groups, idx);
+    std::vector<std::string> names;
+    std::vector<std::string> notes;
+    for (const auto& path : o->rankings) {
+      const auto rk = models::Rankings::from_json(nlohmann::json::parse(io::read_file(path)));
+      if (std::find(names.begin(), names.end(), rk.name) != names.end())
+        throw std::runtime_error("two rankings files name the baseline '" + rk.name + "'");
+      const size_t ranked = models::apply_rankings(ev, groups, rk);
+      names.push_back(rk.name);
+      std::string ops;
+      for (const auto& op : rk.ops) ops += (ops.empty() ? "" : ",") + op;
+      notes.push_back(rk.name + ": its top-" + std::to_string(rk.k) + (rk.with_aten ? " plus ATen" : " (no ATen)") + " on the " + std::to_string(ranked) +
+                      " problems it ranks (ops " + (ops.empty() ? "?" : ops) + "), " + rk.fallback + " on the other " +
+                      std::to_string(ev.problems.size() - ranked));
+    }
+    std::optional<models::Evaluation> other;
+    if (!o->compare.empty()) {
+      const models::ModelDir m2 = models::load_model_dir(o->compare);
+      other = models::evaluate_model(m2, d.hardware_key, groups, idx);
+    }
+    nlohmann::json j = models::validate_json(ev, names);
+    if (other) j["compare"] = models::validate_json(*other, {})["model"];
+    if (o->json) {
+      std::cout << j.dump() << "\n";
+    } else {
+      std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n"
+                << models::format_metrics(ev.metrics) << models::format_overall(ev, names);
+      for (const auto& n : notes) std::cout << "  " << n << "\n";
+      if (other)
+        std::cout << "compared model " << o->compare << ":\n" << models::format_overall(*other, {});
+    }
     if (!o->report.empty()) {
+      const models::Comparison cmp{o->compare, other ? &*other : nullptr};
       models::write_report(o->report, ev,
                            {{"model", o->model}, {"dataset", o->dataset}, {"split", o->split},
-                            {"hardware_key", d.hardware_key}});
-      std::cout << "report written to " << o->report << "\n";
+                            {"hardware_key", d.hardware_key}},
+                           names, other ? &cmp : nullptr);
+      (o->json ? std::cerr : std::cout) << "report written to " << o->report << "\n";
     }
   });
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <cstdio>
 #include <stdexcept>
 
 #include "diode/sha256.h"
@@ -18,6 +19,23 @@ namespace {
 nlohmann::json stats_json(const RegretStats& s) { return {{"geomean", s.geomean}, {"p90", s.p90}}; }
 RegretStats stats_from(const nlohmann::json& j) {
   return {j.at("geomean").get<double>(), j.at("p90").get<double>()};
+}
+
+// Best and slowest ok log time over every candidate of g, and the best ATen time
+// (inf when there is no ok ATen record).
+struct AllTimes {
+  double best = std::numeric_limits<double>::infinity(), worst = -std::numeric_limits<double>::infinity();
+  double aten = std::numeric_limits<double>::infinity();
+};
+AllTimes all_times(const ProblemGroup& g) {
+  AllTimes t;
+  for (size_t i = 0; i < g.configs.size(); ++i) {
+    if (std::isnan(g.log_us[i])) continue;
+    t.best = std::min(t.best, g.log_us[i]);
+    t.worst = std::max(t.worst, g.log_us[i]);
+    if (g.configs[i].template_id == "aten") t.aten = std::min(t.aten, g.log_us[i]);
+  }
+  return t;
 }
 
 }  // namespace
@@ -71,6 +89,26 @@ ProblemResult evaluate_problem(const ProblemGroup& g, const std::vector<float>& 
   if (!std::isfinite(def)) def = worst;  // no DEFAULT config in the data: count as the slowest
   r.default_regret = std::exp(def - best);
   r.default_regret_aten = std::exp(std::min(def, aten) - best_all);
+
+  // Overall view: every candidate, failures (and a missing ATen) as the slowest ok time.
+  r.op = g.problem.op;
+  r.dtype = g.problem.dtype_a;
+  const AllTimes at = all_times(g);
+  auto time_all = [&](size_t i) { return std::isnan(g.log_us[i]) ? at.worst : g.log_us[i]; };
+  std::vector<size_t> order(g.configs.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  r.top1_is_aten = !order.empty() && g.configs[order[0]].template_id == "aten";
+  for (size_t j = 0; j < kRegretK.size(); ++j) {
+    double top = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < std::min<size_t>(size_t(kRegretK[j]), order.size()); ++i) top = std::min(top, time_all(order[i]));
+    r.overall[j] = std::exp(top - at.best);
+  }
+  const double aten_or_worst = std::isfinite(at.aten) ? at.aten : at.worst;
+  r.cublas = std::exp(aten_or_worst - at.best);
+  double def_all = std::numeric_limits<double>::infinity();
+  for (size_t i : matched) def_all = std::min(def_all, time_all(i));
+  r.inductor_default_overall = std::exp(std::min(def_all, aten_or_worst) - at.best);
   return r;
 }
 
@@ -127,7 +165,97 @@ Evaluation evaluate(const std::vector<ProblemGroup>& groups, const std::vector<s
   for (const auto& r : ev.problems) d.push_back(r.default_regret), da.push_back(r.default_regret_aten);
   m.inductor_default = regret_stats(d);
   m.inductor_default_with_aten = regret_stats(da);
+  for (size_t j = 0; j < kRegretK.size(); ++j) {
+    std::vector<double> o;
+    for (const auto& r : ev.problems) o.push_back(r.overall[j]);
+    m.overall[kRegretK[j]] = regret_stats(o);
+  }
+  std::vector<double> cb, dof;
+  for (const auto& r : ev.problems) cb.push_back(r.cublas), dof.push_back(r.inductor_default_overall);
+  m.cublas = regret_stats(cb);
+  m.inductor_default_overall = regret_stats(dof);
   return ev;
+}
+
+double rankings_regret(const ProblemGroup& g, const OptionalScores& scores, size_t k, bool with_aten) {
+  if (scores.size() != g.configs.size()) throw std::invalid_argument("one score (or null) per config needed");
+  const AllTimes at = all_times(g);
+  if (!std::isfinite(at.best)) throw std::invalid_argument("problem has no ok candidate");
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < scores.size(); ++i)
+    if (scores[i]) ranked.push_back(i);
+  if (ranked.empty()) throw std::invalid_argument("no config of the problem is ranked");
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) { return *scores[a] < *scores[b]; });
+  double pick = !with_aten ? std::numeric_limits<double>::infinity() : std::isfinite(at.aten) ? at.aten : at.worst;
+  for (size_t i = 0; i < std::min(k, ranked.size()); ++i)
+    pick = std::min(pick, std::isnan(g.log_us[ranked[i]]) ? at.worst : g.log_us[ranked[i]]);
+  return std::exp(pick - at.best);
+}
+
+Rankings Rankings::from_json(const nlohmann::json& j) {
+  try {
+    if (j.at("format").get<std::string>() != "diode-baseline-rankings" || j.at("version").get<int>() != 1)
+      throw std::invalid_argument("rankings: expected format 'diode-baseline-rankings' version 1");
+    Rankings r;
+    r.name = j.at("name").get<std::string>();
+    if (r.name.empty() || r.name == "cublas" || r.name == "inductor_default")
+      throw std::invalid_argument("rankings: name must be non-empty and not a built-in baseline");
+    r.k = j.value("k", size_t(5));
+    r.with_aten = j.value("with_aten", true);
+    if (r.k == 0) throw std::invalid_argument("rankings: k must be positive");
+    r.fallback = j.value("fallback", std::string("inductor_default"));
+    if (r.fallback != "inductor_default" && r.fallback != "none")
+      throw std::invalid_argument("rankings: fallback must be 'inductor_default' or 'none'");
+    r.ops = j.value("ops", std::vector<std::string>{});
+    for (const auto& [h, p] : j.at("problems").items()) {
+      if (h.size() != 16 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw std::invalid_argument("rankings: problem key '" + h + "' is not 16 lowercase hex digits");
+      OptionalScores s;
+      for (const auto& v : p.at("scores")) {
+        if (v.is_null()) s.emplace_back(std::nullopt);
+        else s.emplace_back(v.get<float>());
+      }
+      const size_t n = p.at("configs").get<size_t>();
+      if (n != s.size()) throw std::invalid_argument("rankings: problem " + h + " has " + std::to_string(s.size()) +
+                                                     " scores for " + std::to_string(n) + " configs");
+      r.problems[std::stoull(h, nullptr, 16)] = {n, std::move(s)};
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("rankings: ") + e.what());
+  }
+}
+
+size_t apply_rankings(Evaluation& ev, const std::vector<ProblemGroup>& groups, const Rankings& rk) {
+  std::map<uint64_t, const ProblemGroup*> by_hash;
+  for (const auto& g : groups) by_hash[g.hash] = &g;
+  size_t ranked = 0;
+  for (auto& r : ev.problems) {
+    const auto it = rk.problems.find(r.hash);
+    bool has = false;  // the file ranks at least one config of this problem
+    if (it != rk.problems.end())
+      for (const auto& s : it->second.second) has = has || s.has_value();
+    if (!has) {
+      if (rk.fallback == "none") {
+        char h[17];
+        std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(r.hash));
+        throw std::invalid_argument("rankings '" + rk.name + "' do not rank test problem " + h);
+      }
+      r.baselines[rk.name] = r.inductor_default_overall;
+      continue;
+    }
+    const ProblemGroup& g = *by_hash.at(r.hash);
+    if (it->second.first != g.configs.size()) {
+      char h[17];
+      std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(r.hash));
+      throw std::invalid_argument("rankings '" + rk.name + "' for problem " + h + " were made for " +
+                                  std::to_string(it->second.first) + " configs, the dataset has " +
+                                  std::to_string(g.configs.size()) + " (list the split again)");
+    }
+    r.baselines[rk.name] = rankings_regret(g, it->second.second, rk.k, rk.with_aten);
+    ++ranked;
+  }
+  return ranked;
 }
 
 nlohmann::json Metrics::to_json() const {
@@ -144,7 +272,14 @@ nlohmann::json Metrics::to_json() const {
           {"inductor_default_with_aten", stats_json(inductor_default_with_aten)},
           {"inductor_default_coverage", default_coverage},
           {"rank_ms", rank_ms},
-          {"rank_cpu_ms", rank_cpu_ms}};
+          {"rank_cpu_ms", rank_cpu_ms},
+          {"regret_overall", [&] {
+             nlohmann::json o = nlohmann::json::object();
+             for (const auto& [k, s] : overall) o["top" + std::to_string(k)] = stats_json(s);
+             return o;
+           }()},
+          {"cublas", stats_json(cublas)},
+          {"inductor_default_overall", stats_json(inductor_default_overall)}};
 }
 
 Metrics Metrics::from_json(const nlohmann::json& j) {
@@ -163,6 +298,11 @@ Metrics Metrics::from_json(const nlohmann::json& j) {
     m.default_coverage = j.at("inductor_default_coverage").get<double>();
     m.rank_ms = j.at("rank_ms").get<double>();
     m.rank_cpu_ms = j.value("rank_cpu_ms", 0.0);
+    // Added with issue 19; older model.json files lack them.
+    if (j.contains("regret_overall"))
+      for (int k : kRegretK) m.overall[k] = stats_from(j.at("regret_overall").at("top" + std::to_string(k)));
+    if (j.contains("cublas")) m.cublas = stats_from(j.at("cublas"));
+    if (j.contains("inductor_default_overall")) m.inductor_default_overall = stats_from(j.at("inductor_default_overall"));
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("metrics: ") + e.what());

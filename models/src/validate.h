@@ -3,6 +3,7 @@
 // (candidate vs published: evaluate both here, then better_or_equal()).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,26 @@ Evaluation evaluate_model(const ModelDir& m, const std::string& hardware_key,
 
 // Human-readable table: model top-k next to Inductor DEFAULT.
 std::string format_metrics(const Metrics& m);
+
+// The overall view of `diode validate --json` (metrics.h, issue 19):
+// {"problems": N,
+//  "model": {"top1": {"geomean", "p90"}, "top5": ..., "top10": ...,
+//            "per_op": {op: {"top1": ..., ...}}, "per_dtype": {dtype: {...}}},
+//  "baselines": {"cublas": {"geomean", "p90", "per_op": {op: {"geomean", "p90"}}, "per_dtype": {...}},
+//                "inductor_default": {...}, <rankings name>: {...}}}
+// `rankings` names the rankings baselines applied to ev (apply_rankings).
+nlohmann::json validate_json(const Evaluation& ev, const std::vector<std::string>& rankings);
+
+// Text table of the same view: one row per candidate list, overall and per op / dtype.
+std::string format_overall(const Evaluation& ev, const std::vector<std::string>& rankings);
+
+// "<16 hex digits>" of a problem hash, as --list-split and rankings files write it.
+std::string hash_hex(uint64_t h);
+
+// `diode validate --list-split SPLIT --json`: the split's problems, each with its
+// configs in the order rankings files must follow and its measured times
+// ({"problem": hex, "op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out",
+//   "trans_a", "trans_b", "bias", "configs": [KernelConfig JSON], "us": [median us | null]}).
+nlohmann::json split_json(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx);
 
 }  // namespace diode::models

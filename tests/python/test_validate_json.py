@@ -1,0 +1,160 @@
+"""`diode validate --json` (issue 19) on a model trained quickly on synthetic data:
+the schema, regrets >= 1, the split listing, rankings baselines (including the
+torch-diode 0.1.1 harness when its anchors are present) and --report --compare."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DIODE_BUILD_DIR", ROOT / "build"))
+DIODE = BUILD / "cli" / "diode"
+TRAIN = BUILD / "models" / "diode-train"
+SYNTH = BUILD / "models" / "diode-synth-data"
+ANCHORS = ROOT.parent / "shared" / "anchors" / "torch-diode-0.1.1"
+
+pytestmark = pytest.mark.skipif(not all(p.exists() for p in (DIODE, TRAIN, SYNTH)),
+                                reason="needs the C++ build (diode, diode-train, diode-synth-data not built)")
+
+
+def run(*args, **kw) -> str:
+    return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True, **kw).stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    work = tmp_path_factory.mktemp("validate")
+    data = work / "data"
+    run(SYNTH, "--out", data / "a.msgpack.gz", "--problems", 150, "--config-stride", 8, "--seed", 3)
+    models = []
+    for seed, name in ((2, "model"), (5, "model_b")):
+        run(TRAIN, "--hardware", "nvidia-h100-80gb", "--data", data, "--out", work / name, "--epochs", 3,
+            "--hidden", 32, "--blocks", 1, "--seed", seed, "--quiet")
+        models.append(work / name)
+    return work, data, models
+
+
+def all_stats(node, path=""):
+    """Every {"geomean", "p90"} object under node, with its path."""
+    if isinstance(node, dict):
+        if "geomean" in node:
+            yield path, node
+        for k, v in node.items():
+            if isinstance(v, dict):
+                yield from all_stats(v, f"{path}/{k}")
+
+
+def check_schema(j, baselines):
+    assert set(j) == {"problems", "model", "baselines"}
+    assert j["problems"] > 0
+    assert set(j["model"]) == {"top1", "top5", "top10", "per_op", "per_dtype"}
+    for grp in ("per_op", "per_dtype"):
+        assert j["model"][grp]
+        for v in j["model"][grp].values():
+            assert set(v) == {"top1", "top5", "top10"}
+    assert set(j["baselines"]) == set(baselines)
+    for b in j["baselines"].values():
+        assert set(b) == {"geomean", "p90", "per_op", "per_dtype"}
+        assert set(b["per_op"]) == set(j["model"]["per_op"])
+        assert set(b["per_dtype"]) == set(j["model"]["per_dtype"])
+    stats = list(all_stats(j))
+    assert len(stats) > 10
+    for path, s in stats:
+        assert set(s) - {"per_op", "per_dtype"} == {"geomean", "p90"}, path
+        assert s["geomean"] >= 1.0 and s["p90"] >= 1.0, (path, s)
+    # Top-k regret can only fall as k grows.
+    m = j["model"]
+    assert m["top1"]["geomean"] >= m["top5"]["geomean"] >= m["top10"]["geomean"]
+
+
+def test_validate_json_schema(trained):
+    work, data, (model, _) = trained
+    out = run(DIODE, "validate", "--model", model, "--dataset", data, "--json")
+    j = json.loads(out)  # stdout is the JSON document and nothing else
+    check_schema(j, {"cublas", "inductor_default"})
+
+
+def test_list_split_matches_json_listing(trained):
+    _, data, _ = trained
+    hashes = run(DIODE, "validate", "--dataset", data, "--list-split", "test").split()
+    listing = json.loads(run(DIODE, "validate", "--dataset", data, "--list-split", "test", "--json"))
+    assert hashes == [p["problem"] for p in listing] and hashes
+    assert all(len(h) == 16 for h in hashes)
+    for p in listing:
+        assert len(p["configs"]) == len(p["us"]) > 0
+    everything = run(DIODE, "validate", "--dataset", data, "--list-split", "all").split()
+    assert set(hashes) < set(everything)
+
+
+def test_rankings_baseline(trained, tmp_path):
+    work, data, (model, _) = trained
+    listing = json.loads(run(DIODE, "validate", "--dataset", data, "--list-split", "test", "--json"))
+    # A ranker that knows only triton::mm on mm problems and prefers the biggest tiles.
+    problems = {}
+    for p in listing:
+        if p["op"] != "mm":
+            continue
+        scores = [-(c["block_m"] * c["block_n"]) if c["template"] == "triton::mm" else None for c in p["configs"]]
+        if any(s is not None for s in scores):
+            problems[p["problem"]] = {"configs": len(scores), "scores": scores}
+    assert problems
+    f = tmp_path / "big.rankings.json"
+    f.write_text(json.dumps({"format": "diode-baseline-rankings", "version": 1, "name": "big_tiles", "k": 5,
+                             "ops": ["mm"], "problems": problems}))
+    j = json.loads(run(DIODE, "validate", "--model", model, "--dataset", data, "--json",
+                       "--baseline-rankings", f))
+    check_schema(j, {"cublas", "inductor_default", "big_tiles"})
+    text = run(DIODE, "validate", "--model", model, "--dataset", data, "--baseline-rankings", f)
+    assert f"big_tiles: its top-5 plus ATen on the {len(problems)} problems it ranks (ops mm)" in text
+    # Rankings made for other configs are refused.
+    first = next(iter(problems))
+    problems[first] = {"configs": 1, "scores": [0.0]}
+    f.write_text(json.dumps({"format": "diode-baseline-rankings", "version": 1, "name": "big_tiles",
+                             "problems": problems}))
+    r = subprocess.run([str(DIODE), "validate", "--model", str(model), "--dataset", str(data),
+                        "--baseline-rankings", str(f)], capture_output=True, text=True)
+    assert r.returncode != 0 and "were made for 1 configs" in r.stderr
+
+
+def test_report_and_compare(trained):
+    work, data, (model, model_b) = trained
+    rep = work / "report"
+    out = run(DIODE, "validate", "--model", model, "--dataset", data, "--report", rep, "--compare", model_b,
+              "--json")
+    j = json.loads(out)
+    assert set(j) == {"problems", "model", "baselines", "compare"}
+    assert set(j["compare"]) == {"top1", "top5", "top10", "per_op", "per_dtype"}
+    html = (rep / "index.html").read_text()
+    for s in ("regret_cdf.svg", "compared top1", "model top5", "cublas", "inductor_default", str(model_b)):
+        assert s in html, s
+    svg = (rep / "regret_cdf.svg").read_text()
+    for s in ("model top-1", "model top-5", "compared top-1", "cublas", "inductor_default"):
+        assert s in svg, s
+    summary = json.loads((rep / "summary.json").read_text())
+    assert summary["overall"] == {k: v for k, v in j.items() if k != "compare"}
+
+
+@pytest.mark.skipif(not (ANCHORS / "v1_model.pt").exists(), reason="torch-diode 0.1.1 anchors absent")
+def test_torch_diode_011_harness(trained, tmp_path):
+    work, data, (model, _) = trained
+    out = tmp_path / "r.json"
+    msg = run(sys.executable, ROOT / "bench" / "torch_diode_011_eval.py", "--dataset", data, "--anchors", ANCHORS,
+              "--diode", DIODE, "--out", out)
+    doc = json.loads(out.read_text())
+    assert doc["name"] == "torch_diode_0_1_1" and doc["ops"] == ["mm"] and doc["k"] == 5
+    listing = {p["problem"]: p for p in json.loads(
+        run(DIODE, "validate", "--dataset", data, "--list-split", "test", "--json"))}
+    for h, r in doc["problems"].items():
+        p = listing[h]
+        assert p["op"] == "mm" and r["configs"] == len(p["configs"])
+        for c, s in zip(p["configs"], r["scores"]):
+            assert (s is not None) == (c["template"] == "triton::mm")
+    assert "ranked" in msg
+    j = json.loads(run(DIODE, "validate", "--model", model, "--dataset", data, "--json",
+                       "--baseline-rankings", out))
+    check_schema(j, {"cublas", "inductor_default", "torch_diode_0_1_1"})
