@@ -2,7 +2,9 @@
 // GPU) and delivers them to the hub (docs/protocol.md).
 //   diode-agent keygen KEYFILE
 //   diode-agent run --coordinator tcp://coord:5570 --coordinator-key KEY --hub tcp://hub:5571 --hub-key KEY
-//                   --keys agent.key --spool /var/lib/diode/spool --runner inductor
+//                   --keys agent.key --spool /var/lib/diode/spool --runner inductor [--metrics-listen HOST:PORT]
+// Every flag of `run` can also come from the environment: DIODE_AGENT_<FLAG>
+// (upper case, dashes as underscores), e.g. DIODE_AGENT_HUB_KEY.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -12,9 +14,12 @@
 #include <iostream>
 #include <thread>
 
+#include "diode/cli_env.h"
 #include "diode/dataset.h"
+#include "diode/log_setup.h"
 #include "diode/zmq_security.h"
 #include "src/gpu.h"
+#include "src/http.h"
 #include "src/runner.h"
 #include "src/worker.h"
 
@@ -47,7 +52,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("diode-agent ") + DIODE_VERSION);
   app.require_subcommand(1);
 
-  auto* keygen = app.add_subcommand("keygen", "Write a new CURVE key pair (JSON, mode 0600) and print its public key");
+  auto* keygen = app.add_subcommand(
+      "keygen", "Write a new CURVE key pair to FILE (JSON, mode 0600) and its public key to FILE.pub; print the public key");
   std::string key_out;
   keygen->add_option("file", key_out, "Key file to write")->required();
 
@@ -77,6 +83,15 @@ int main(int argc, char** argv) {
   run->add_option("--request-timeout-ms", base.request_timeout_ms, "Coordinator reply timeout")->capture_default_str();
   run->add_option("--push-timeout-ms", base.push_timeout_ms, "Hub ACK timeout per push")->capture_default_str();
   run->add_option("--backoff-max-ms", base.backoff_max_ms, "Longest retry backoff")->capture_default_str();
+  bool replay_any_hardware = false, log_json = false;
+  std::string metrics_listen, log_level = "info";
+  run->add_flag("--replay-any-hardware", replay_any_hardware,
+                "Replay runner: run even when the data's hardware key is not this agent's (tests only)");
+  run->add_option("--metrics-listen", metrics_listen,
+                  "HOST:PORT of the HTTP endpoint (GET /healthz, GET /metrics); off unless given");
+  run->add_option("--log-level", log_level, diode::logging::kLevels)->capture_default_str();
+  run->add_flag("--log-json", log_json, "Log one JSON object per line (ts, level, msg)");
+  cli_env::add_env_names(*run, "DIODE_AGENT_");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -84,6 +99,9 @@ int main(int argc, char** argv) {
       std::cout << net::create_curve_key_file(key_out) << "\n";
       return 0;
     }
+    diode::logging::configure(log_level, log_json);
+    std::pair<std::string, int> listen;
+    if (!metrics_listen.empty()) listen = agent::parse_listen(metrics_listen, "--metrics-listen");
     base.keys = net::load_curve_keypair(keys);
     base.coordinator_key = server_key(coord_key);
     base.hub_key = server_key(hub_key);
@@ -95,6 +113,10 @@ int main(int argc, char** argv) {
       if (replay_data.empty()) throw std::runtime_error("--runner replay needs --replay-data");
       data = std::make_shared<Dataset>(load_dataset(replay_data));
       spdlog::info("replay data: {} shards, {} records of {}", data->shards.size(), data->record_count(), data->hardware_key);
+      if (std::string why = agent::replay_hardware_mismatch(*data, gpus); !why.empty()) {
+        if (!replay_any_hardware) throw std::runtime_error("--replay-data: " + why);
+        spdlog::warn("--replay-any-hardware: {}", why);
+      }
     }
     std::signal(SIGTERM, on_signal);
     std::signal(SIGINT, on_signal);
@@ -103,6 +125,21 @@ int main(int argc, char** argv) {
     zmq::context_t ctx(1);
     std::vector<std::unique_ptr<agent::Runner>> runners;
     std::vector<std::thread> threads;
+    std::vector<std::shared_ptr<agent::WorkerHealth>> health;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      health.push_back(std::make_shared<agent::WorkerHealth>());
+      health.back()->name = name + "/gpu" + std::to_string(i);
+      health.back()->loop_ms = fleet::now_ms();
+    }
+    agent::metrics().gpus = static_cast<int64_t>(gpus.size());
+    std::unique_ptr<agent::AgentHttp> http;
+    if (!metrics_listen.empty()) {
+      // A worker loop never blocks longer than one coordinator request or hub push.
+      http = std::make_unique<agent::AgentHttp>(
+          health, 2 * int64_t{std::max(base.request_timeout_ms, base.push_timeout_ms)} + 5000);
+      http->start(listen.first, listen.second);
+      spdlog::info("http: GET /healthz and /metrics on {}:{}", listen.first, http->port());
+    }
     for (size_t i = 0; i < gpus.size(); ++i) {
       if (runner == "replay") {
         runners.push_back(agent::make_replay_runner(data, replay_delay_ms));
@@ -119,17 +156,22 @@ int main(int argc, char** argv) {
       cfg.name = name + "/gpu" + std::to_string(i);
       cfg.hardware = gpus[i];
       cfg.spool_dir = (fs::path(base.spool_dir) / ("gpu" + std::to_string(i))).string();
+      cfg.health = health[i];
       threads.emplace_back([&ctx, cfg, r = runners.back().get()]() mutable {
+        auto h = cfg.health;
         try {
           agent::Worker w(ctx, std::move(cfg), *r, g_stop);
           w.run();
+          h->stopped = true;
         } catch (const std::exception& e) {
-          spdlog::critical("worker {} died: {}", cfg.name, e.what());
+          h->dead = true;
+          spdlog::critical("worker {} died: {}", h->name, e.what());
           g_stop = true;
         }
       });
     }
     for (auto& t : threads) t.join();
+    if (http) http->stop();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "diode-agent: " << e.what() << "\n";

@@ -11,7 +11,9 @@
 #include <iostream>
 #include <thread>
 
+#include "diode/cli_env.h"
 #include "diode/io.h"
+#include "diode/log_setup.h"
 #include "diode/zmq_security.h"
 #include "manifest.h"
 #include "src/committer.h"
@@ -38,6 +40,7 @@ struct Config {
   bool known_hardware_only = false;
   std::vector<std::string> manifests;  // new hardware only where one of them matches
   std::string log_level = "info";
+  bool log_json = false;
   // Automatic retraining (src/retrain.h); off while retrain_fraction is 0.
   double retrain_fraction = 0.0;
   uint64_t retrain_min_records = 1000;
@@ -123,7 +126,7 @@ std::string read_token(const std::string& path) {
 }
 
 int run(const Config& c) {
-  spdlog::set_level(spdlog::level::from_str(c.log_level));
+  diode::logging::configure(c.log_level, c.log_json);
   // Block the shutdown signals in every thread we start; main waits for them.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -232,8 +235,13 @@ int main(int argc, char** argv) {
   app.add_option("--data", c.data, "Store directory (catalog.sqlite, segments/, models/)")->capture_default_str();
   app.add_option("--ingest", c.ingest, "ZeroMQ endpoint to bind for agents")->capture_default_str();
   app.add_option("--http", c.http, "HOST:PORT of the HTTP API (port 0: any free port)")->capture_default_str();
-  std::string generate_key;
-  app.add_option("--generate-key", generate_key, "Write a new CurveZMQ key pair to FILE (mode 0600), print its public key, exit");
+  // Key generation, as for the other daemons: `diode-hub keygen FILE`;
+  // --generate-key FILE is the older spelling, kept as an alias.
+  std::string generate_key, keygen_file;
+  auto* keygen = app.add_subcommand(
+      "keygen", "Write a new CurveZMQ key pair to FILE (JSON, mode 0600) and its public key to FILE.pub; print the public key");
+  keygen->add_option("file", keygen_file, "Key file to write")->required();
+  app.add_option("--generate-key", generate_key, "Alias of `diode-hub keygen FILE`");
   app.add_option("--server-key", c.server_key, "CurveZMQ key pair of the hub (JSON key file) [required]");
   app.add_option("--allowlist", c.allowlist, "Agent public keys admitted to ingest, one per line [required]");
   app.add_option("--write-token-file", c.token_file, "File holding the bearer token for HTTP writes");
@@ -265,7 +273,8 @@ int main(int argc, char** argv) {
                  "Manifest files or directories: shards of hardware not seen before are stored only if one of "
                  "them matches it (unknown_hardware otherwise)");
   app.add_option("--ready-file", c.ready_file, "Write {\"http_port\", \"pid\"} here once serving");
-  app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--log-level", c.log_level, diode::logging::kLevels)->capture_default_str();
+  app.add_flag("--log-json", c.log_json, "Log one JSON object per line (ts, level, msg)");
   const std::string rg = "Automatic retraining (docs/training.md)";
   app.add_option("--retrain-fraction", c.retrain_fraction,
                  "Retrain a hardware when its records grew by this fraction since its last training (0 = off)")
@@ -304,10 +313,12 @@ int main(int argc, char** argv) {
       ->group(rg);
   app.add_option("--signing-keys", c.signing_keys, "Key directory with the targets keys that sign published bundles")
       ->group(rg);
+  // Every server flag also reads DIODE_HUB_<FLAG> (e.g. DIODE_HUB_SERVER_KEY).
+  diode::cli_env::add_env_names(app, "DIODE_HUB_", {"generate-key"});
   CLI11_PARSE(app, argc, argv);
   try {
-    if (!generate_key.empty()) {
-      std::cout << diode::net::create_curve_key_file(generate_key) << "\n";
+    if (keygen->parsed() || !generate_key.empty()) {
+      std::cout << diode::net::create_curve_key_file(keygen->parsed() ? keygen_file : generate_key) << "\n";
       return 0;
     }
     if (c.server_key.empty() || c.allowlist.empty())

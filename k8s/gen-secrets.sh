@@ -11,7 +11,9 @@
 #
 # Writes:
 #   coordinator.key, hub.key          CurveZMQ key pairs of the two servers
-#   coordinator.pub, hub.pub          their public keys, for the agents
+#                                     (each key pair FILE comes with FILE.pub,
+#                                     its public key, written by keygen)
+#   coordinator.pub, hub.pub          copies of their .pub files, for the agents
 #   agent-POOL.key                    one CurveZMQ key pair per agent pool
 #   hub-agents.allowlist              agent pool public keys (hub ingest)
 #   coordinator-agents.allowlist      the same plus the operators' key
@@ -65,18 +67,26 @@ mapfile -t pools < <(sed -n 's/^ *- name: diode-agent-keys-\([a-z0-9-]*\) *$/\1/
 ((${#pools[@]})) || { echo "gen-secrets: no diode-agent-keys-POOL in $overlay/kustomization.yaml" >&2; exit 1; }
 
 keygen() {  # file: a new CurveZMQ key pair unless it exists; prints the public key
+  # Every daemon's keygen writes FILE (the pair, JSON, mode 0600) and FILE.pub
+  # (the public key alone, one line): the public key is read from FILE.pub.
   if [ ! -s "$1" ]; then
-    "$coordinator_bin" keygen "$1" >/dev/null
-    echo "gen-secrets: new key pair $1" >&2
+    "$coordinator_bin" keygen "$1" >/dev/null  # stderr: "wrote FILE (key pair, mode 0600) and FILE.pub ..."
+  elif [ ! -s "$1.pub" ]; then
+    # A key pair made before keygen wrote .pub files: write its .pub once.
+    sed -n 's/.*"public": *"\([^"]*\)".*/\1/p' "$1" > "$1.pub"
   fi
-  sed -n 's/.*"public": *"\([^"]*\)".*/\1/p' "$1"
+  [ -s "$1.pub" ] || { echo "gen-secrets: $1.pub missing after keygen" >&2; exit 1; }
+  head -n 1 "$1.pub"
 }
-public_file() {  # src keypair, dst: public half only (agents need no server secret)
-  printf '{\n "public": "%s"\n}\n' "$(keygen "$1")" > "$2"
+public_file() {  # src keypair, dst: its public half only (agents need no server secret)
+  keygen "$1" >/dev/null
+  cp "$1.pub" "$2"
 }
 
 for p in "${rotate[@]}"; do
-  [ -f "$out/agent-$p.key" ] && mv "$out/agent-$p.key" "$out/agent-$p.key.old.$(date -u +%Y%m%dT%H%M%SZ)"
+  t=$(date -u +%Y%m%dT%H%M%SZ)
+  [ -f "$out/agent-$p.key" ] && mv "$out/agent-$p.key" "$out/agent-$p.key.old.$t"
+  [ -f "$out/agent-$p.key.pub" ] && mv "$out/agent-$p.key.pub" "$out/agent-$p.key.pub.old.$t"
 done
 
 public_file "$out/coordinator.key" "$out/coordinator.pub"

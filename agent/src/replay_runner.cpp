@@ -2,12 +2,17 @@
 // recorded problem (same op and dtype if the dataset has one; distance is the
 // sum of |ln| ratios of batch, M, N, K), with times scaled by the FLOP ratio.
 // Every record carries flags bit 0 (replayed) and the producer's runner is
-// "replay", so replayed data can never pass for measurements.
+// "replay", so replayed data can never pass for measurements. A scaled time the
+// hub would refuse as implausible (diode/timing_plausibility.h) is not sent:
+// a record scaled past the slow bound becomes a timeout (what the collector
+// reports for a config too slow to measure), one past the fast bound is left out.
 #include <cmath>
 #include <limits>
 #include <thread>
 
+#include "diode/hardware.h"
 #include "diode/json.h"
+#include "diode/timing_plausibility.h"
 #include "diode/wire.h"
 #include "runner.h"
 
@@ -55,6 +60,7 @@ class ReplayRunner final : public Runner {
       const auto [si, pi] = nearest(want);
       const Shard& src = data_->shards[si];
       double scale = flops(want) / flops(src.problems[pi]);
+      const double want_flops = 2.0 * flops(want);  // the hub's FLOP count (multiply + add)
       uint32_t index = static_cast<uint32_t>(out.problems.size());
       out.problems.push_back(want);
       for (const auto& r : src.records) {
@@ -63,12 +69,20 @@ class ReplayRunner final : public Runner {
         c.problem_index = index;
         if (c.status == TimingStatus::ok) {
           c.median_us = std::max(1e-3, r.median_us * scale);
-          c.spread_us = r.spread_us * scale;
+          c.spread_us = std::min(r.spread_us * scale, kMaxPlausibleMedianUs);
+          if (!(c.median_us <= kMaxPlausibleMedianUs)) {
+            c.status = TimingStatus::timeout;
+            c.median_us = 0.0;
+            c.spread_us = 0.0;
+          } else if (want_flops / (c.median_us * 1e-6) > kMaxPlausibleFlopsPerS) {
+            continue;
+          }
         }
         c.flags |= kRecordReplayed;
         out.records.push_back(std::move(c));
       }
     }
+    if (out.records.empty()) return {false, {}, "replay: no plausible record for any problem of the shard"};
     wire::seal(out);
     return {true, wire::encode(out), {}};
   }
@@ -101,6 +115,23 @@ class ReplayRunner final : public Runner {
 };
 
 }  // namespace
+
+std::string replay_hardware_mismatch(const Dataset& data, const std::vector<HardwareId>& gpus) {
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    std::string key;
+    try {
+      key = hardware_key(gpus[i]);
+    } catch (const std::exception& e) {
+      key = std::string("(no hardware key: ") + e.what() + ")";
+    }
+    if (key != data.hardware_key)
+      return "the replay data is of " + data.hardware_key + " but GPU " + std::to_string(i) + " (" +
+             gpus[i].device_name + ") is " + key +
+             ": replaying it would file one GPU's timings under another's key; use data of " + key +
+             " or pass --replay-any-hardware (tests only)";
+  }
+  return {};
+}
 
 std::unique_ptr<Runner> make_replay_runner(std::shared_ptr<const Dataset> data, int delay_ms) {
   return std::make_unique<ReplayRunner>(std::move(data), delay_ms);

@@ -40,4 +40,8 @@ std::unique_ptr<Runner> make_inductor_runner(InductorOptions opts);
 // delay_ms: simulated GPU time per shard (tests use it to kill agents mid-shard).
 std::unique_ptr<Runner> make_replay_runner(std::shared_ptr<const Dataset> data, int delay_ms = 0);
 
+// Empty when every GPU's hardware key is the replay dataset's; otherwise why
+// not (diode-agent refuses to start unless --replay-any-hardware).
+std::string replay_hardware_mismatch(const Dataset& data, const std::vector<HardwareId>& gpus);
+
 }  // namespace diode::agent

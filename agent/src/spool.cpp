@@ -7,6 +7,7 @@
 
 #include "diode/io.h"
 #include "diode/sha256.h"
+#include "telemetry.h"
 
 namespace fs = std::filesystem;
 
@@ -17,6 +18,13 @@ Spool::Spool(std::string dir) : dir_(std::move(dir)) {
   io::fsync_dir(fs::path(dir_).parent_path().string().empty() ? "." : fs::path(dir_).parent_path().string());
 }
 
+Spool::~Spool() { count(-depth_); }
+
+void Spool::count(int64_t delta) {
+  depth_ += delta;
+  metrics().spool_depth += delta;
+}
+
 SpoolEntry Spool::put(const SpoolEntry& meta, const std::string& shard_bytes) {
   // Shard ids contain '/', so files are named by a hash of the id.
   std::string key = to_hex(sha256(meta.shard_id)).substr(0, 32);
@@ -24,7 +32,10 @@ SpoolEntry Spool::put(const SpoolEntry& meta, const std::string& shard_bytes) {
   e.shard_path = (fs::path(dir_) / (key + ".msgpack")).string();
   io::write_file_atomic(e.shard_path, shard_bytes);  // fsyncs file and directory
   nlohmann::json j{{"shard_id", e.shard_id}, {"lease_id", e.lease_id}, {"sha256", e.sha256_hex}, {"records", e.records}};
-  io::write_file_atomic((fs::path(dir_) / (key + ".json")).string(), j.dump());
+  const fs::path meta_path = fs::path(dir_) / (key + ".json");
+  const bool replaced = fs::exists(meta_path);  // the same shard spooled again (a re-lease)
+  io::write_file_atomic(meta_path.string(), j.dump());
+  if (!replaced) count(1);
   return e;
 }
 
@@ -52,6 +63,7 @@ std::vector<SpoolEntry> Spool::list() {
       spdlog::warn("spool: ignoring unreadable entry {}: {}", f.path().string(), ex.what());
     }
   }
+  count(static_cast<int64_t>(out.size()) - depth_);  // what is on disk now
   return out;
 }
 
@@ -60,7 +72,7 @@ std::string Spool::read(const SpoolEntry& e) const { return io::read_file(e.shar
 void Spool::remove(const SpoolEntry& e) {
   fs::path meta = e.shard_path;
   meta.replace_extension(".json");
-  fs::remove(meta);  // meta first: a crash in between leaves an orphan, never a half entry
+  if (fs::remove(meta)) count(-1);  // meta first: a crash in between leaves an orphan, never a half entry
   fs::remove(e.shard_path);
   io::fsync_dir(dir_);
 }

@@ -25,9 +25,13 @@ class Spool {
   std::string read(const SpoolEntry& e) const;
   void remove(const SpoolEntry& e);
   const std::string& dir() const { return dir_; }
+  ~Spool();
 
  private:
+  // Adds delta to this spool's share of diode_agent_spool_depth.
+  void count(int64_t delta);
   std::string dir_;
+  int64_t depth_ = 0;  // entries of this spool counted in the gauge
 };
 
 }  // namespace diode::agent

@@ -20,6 +20,30 @@ Worker::Worker(zmq::context_t& ctx, WorkerConfig cfg, Runner& runner, const std:
       spool_(cfg_.spool_dir),
       producer_{cfg_.name, cfg_.keys.public_z85, cfg_.runner_name, std::string("diode ") + DIODE_VERSION} {}
 
+void Worker::tick() {
+  if (cfg_.health) cfg_.health->loop_ms = fleet::now_ms();
+}
+
+void Worker::coordinator_answered() {
+  if (cfg_.health) cfg_.health->coordinator_ms = fleet::now_ms();
+}
+
+void Worker::expect_contact_within(int64_t quiet_ms) {
+  // Slack: three heartbeats, or one coordinator request plus one hub push
+  // (a push without a lease to heartbeat is the longest silence otherwise).
+  if (cfg_.health)
+    cfg_.health->window_ms = quiet_ms + std::max<int64_t>(3 * heartbeat_ms_, int64_t{cfg_.request_timeout_ms} +
+                                                                                 cfg_.push_timeout_ms);
+}
+
+std::optional<fleet::Frames> Worker::coord_request(const std::string& cmd, const fleet::Frames& args, int timeout_ms) {
+  tick();
+  auto r = coord_.request(cmd, args, timeout_ms);
+  tick();
+  if (r) coordinator_answered();
+  return r;
+}
+
 int Worker::next_backoff(int& current) {
   // Exponential backoff with full jitter, so a fleet does not retry in lockstep.
   thread_local std::mt19937 rng(std::random_device{}());
@@ -30,7 +54,9 @@ int Worker::next_backoff(int& current) {
 
 void Worker::pause(int64_t ms, const std::string& lease) {
   int64_t until = fleet::now_ms() + ms;
+  expect_contact_within(lease.empty() ? ms : 0);
   while (!stop_ && fleet::now_ms() < until) {
+    tick();
     if (!lease.empty() && fleet::now_ms() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(20, std::max<int64_t>(1, until - fleet::now_ms()))));
   }
@@ -39,7 +65,7 @@ void Worker::pause(int64_t ms, const std::string& lease) {
 bool Worker::register_self() {
   int backoff = cfg_.backoff_initial_ms;
   while (!stop_) {
-    auto r = coord_.request("REGISTER", {cfg_.name, wire::encode(cfg_.hardware), cfg_.runner_name, producer_.software_version},
+    auto r = coord_request("REGISTER", {cfg_.name, wire::encode(cfg_.hardware), cfg_.runner_name, producer_.software_version},
                             cfg_.request_timeout_ms);
     if (r && (*r)[0] == "WELCOME" && r->size() == 5) {
       heartbeat_ms_ = std::clamp<int64_t>(std::atoll((*r)[3].c_str()), 20, 3'600'000);
@@ -57,7 +83,7 @@ bool Worker::register_self() {
 
 Worker::Beat Worker::heartbeat(const std::string& lease_id) {
   last_beat_ = fleet::now_ms();
-  auto r = coord_.request("HEARTBEAT", {cfg_.name, lease_id}, cfg_.request_timeout_ms);
+  auto r = coord_request("HEARTBEAT", {cfg_.name, lease_id}, cfg_.request_timeout_ms);
   if (!r) return Beat::no_reply;
   if ((*r)[0] == "LEASE-LOST") return Beat::lost;
   if ((*r)[0] == "ERR" && r->size() >= 3 && (*r)[2] == "unknown_worker") register_self();
@@ -65,11 +91,13 @@ Worker::Beat Worker::heartbeat(const std::string& lease_id) {
 }
 
 void Worker::run() {
+  tick();
+  expect_contact_within(0);
   if (!register_self()) return;
   drain_spool();
   int backoff = cfg_.backoff_initial_ms;
   while (!stop_) {
-    auto r = coord_.request("ASK", {cfg_.name}, cfg_.request_timeout_ms);
+    auto r = coord_request("ASK", {cfg_.name}, cfg_.request_timeout_ms);
     if (!r) {
       spdlog::warn("{}: no reply to ASK, backing off", cfg_.name);
       pause(next_backoff(backoff));
@@ -92,7 +120,7 @@ void Worker::run() {
   // Draining: one more round of pushes for anything still spooled; what the
   // hub does not take stays on disk for the next start.
   drain_spool();
-  coord_.request("BYE", {cfg_.name}, 500);
+  coord_request("BYE", {cfg_.name}, 500);
   spdlog::info("{}: stopped after {} completed shard(s)", cfg_.name, completed_);
 }
 
@@ -108,6 +136,11 @@ void Worker::work_on(const fleet::Frames& f) {
     return;
   }
   spdlog::info("{}: leased {} (attempt {})", cfg_.name, shard_id, f[5]);
+  ++metrics().leases_active;
+  struct LeaseGauge {
+    ~LeaseGauge() { --metrics().leases_active; }
+  } lease_gauge;
+  expect_contact_within(0);
   std::atomic<bool> cancel{false};
   auto fut = std::async(std::launch::async, [&] {
     try {
@@ -119,6 +152,7 @@ void Worker::work_on(const fleet::Frames& f) {
   bool lost = false;
   last_beat_ = fleet::now_ms();
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    tick();
     if (stop_ || lost) cancel = true;
     if (!cancel && fleet::now_ms() - last_beat_ >= heartbeat_ms_ && heartbeat(lease) == Beat::lost) {
       spdlog::warn("{}: lease on {} lost (expired and re-leased); abandoning it", cfg_.name, shard_id);
@@ -128,7 +162,7 @@ void Worker::work_on(const fleet::Frames& f) {
   RunResult res = fut.get();
   if (lost) return;
   if (stop_ && !res.ok) {  // drained mid-shard: hand the lease back without using an attempt
-    coord_.request("RELEASE", {cfg_.name, lease}, cfg_.request_timeout_ms);
+    coord_request("RELEASE", {cfg_.name, lease}, cfg_.request_timeout_ms);
     spdlog::info("{}: released {} on shutdown", cfg_.name, shard_id);
     return;
   }
@@ -159,6 +193,7 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
   }
   int backoff = cfg_.backoff_initial_ms;
   auto beat = [&] {
+    tick();
     if (!lease.empty() && fleet::now_ms() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
   };
   for (int attempt = 1;; ++attempt) {
@@ -173,7 +208,10 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
         }
         return false;  // stays spooled; the next start re-pushes (hub: duplicate) and completes
       case PushResult::rejected:
-        spdlog::error("{}: hub rejected {}: {}", cfg_.name, e.shard_id, r.detail);
+        // Permanent (the shard itself is refused, e.g. "invalid_shard: ...
+        // implausibly slow"): pushing it again cannot succeed, so it is pushed
+        // exactly once and reported failed with the hub's reason.
+        spdlog::error("{}: hub rejected {} permanently, not retrying: {}", cfg_.name, e.shard_id, r.detail);
         report_fail(e.lease_id, "hub rejected shard: " + r.detail);
         spool_.remove(e);
         return false;
@@ -184,6 +222,7 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
       spdlog::warn("{}: hub unavailable ({}); {} stays in the spool {}", cfg_.name, r.detail, e.shard_id, spool_.dir());
       return false;
     }
+    ++metrics().push_retries;  // transient (timeout, unavailable, internal): pushed again after a backoff
     int wait = next_backoff(backoff);
     spdlog::warn("{}: push of {} failed ({}), attempt {}, retrying in {} ms", cfg_.name, e.shard_id, r.detail, attempt, wait);
     pause(wait, lease);
@@ -193,10 +232,11 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
 bool Worker::report_complete(const SpoolEntry& e, const std::string& hub_result) {
   int backoff = cfg_.backoff_initial_ms;
   for (int tries = 0; tries < 1000; ++tries) {
-    auto r = coord_.request("COMPLETE", {cfg_.name, e.lease_id, e.shard_id, e.sha256_hex, std::to_string(e.records), hub_result},
+    auto r = coord_request("COMPLETE", {cfg_.name, e.lease_id, e.shard_id, e.sha256_hex, std::to_string(e.records), hub_result},
                             cfg_.request_timeout_ms);
     if (r && (*r)[0] == "COMPLETE-OK" && r->size() == 3) {
       if ((*r)[2] == "accepted") ++completed_;
+      ++metrics().shards_done;
       spdlog::info("{}: {} delivered (hub {}, coordinator {})", cfg_.name, e.shard_id, hub_result, (*r)[2]);
       return true;
     }
@@ -215,9 +255,10 @@ bool Worker::report_complete(const SpoolEntry& e, const std::string& hub_result)
 }
 
 void Worker::report_fail(const std::string& lease_id, const std::string& reason) {
+  ++metrics().shards_failed;
   int backoff = cfg_.backoff_initial_ms;
   for (int tries = 0; tries < 5 && !stop_; ++tries) {
-    auto r = coord_.request("FAIL", {cfg_.name, lease_id, reason.substr(0, fleet::kMaxReasonLen)}, cfg_.request_timeout_ms);
+    auto r = coord_request("FAIL", {cfg_.name, lease_id, reason.substr(0, fleet::kMaxReasonLen)}, cfg_.request_timeout_ms);
     if (r) return;
     pause(next_backoff(backoff));
   }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -12,6 +14,7 @@
 #include "diode/zmq_security.h"
 #include "runner.h"
 #include "spool.h"
+#include "telemetry.h"
 
 namespace diode::agent {
 
@@ -25,6 +28,8 @@ struct WorkerConfig {
   int request_timeout_ms = 3000;  // coordinator replies
   int push_timeout_ms = 15000;    // hub ACK of one shard
   int backoff_initial_ms = 250, backoff_max_ms = 30000;
+  // Where the worker reports its liveness for /healthz (optional).
+  std::shared_ptr<WorkerHealth> health;
 };
 
 class Worker {
@@ -47,6 +52,12 @@ class Worker {
   // Sleeps up to ms, returning early when stopping; heartbeats the lease if given.
   void pause(int64_t ms, const std::string& lease = {});
   int next_backoff(int& current);
+  // Liveness for /healthz: the loop ran; the coordinator answered.
+  void tick();
+  void coordinator_answered();
+  // The coordinator is next expected to answer within `quiet_ms` plus the usual slack.
+  void expect_contact_within(int64_t quiet_ms);
+  std::optional<fleet::Frames> coord_request(const std::string& cmd, const fleet::Frames& args, int timeout_ms);
 
   WorkerConfig cfg_;
   Runner& runner_;

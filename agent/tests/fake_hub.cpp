@@ -4,11 +4,15 @@
 // answers "duplicate" for a shard id it already holds with the same hash and
 // "conflict" for different content. `--unavailable-file F`: while F exists it
 // answers ERR unavailable (simulates an outage without losing the socket).
+// `--reject CODE:MESSAGE`: answers every push ERR CODE MESSAGE (a permanent
+// rejection such as "invalid_shard:shard.records[0].median_us: implausibly slow").
+// `--push-log F`: appends one line per PUSH received (the shard id, or "?").
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "diode/io.h"
 #include "diode/sha256.h"
@@ -26,12 +30,14 @@ void on_signal(int) { g_stop = true; }
 
 int main(int argc, char** argv) {
   CLI::App app{"fake DIODE-INGEST/1 hub for tests"};
-  std::string bind, keys, allowlist, dir, unavailable_file;
+  std::string bind, keys, allowlist, dir, unavailable_file, reject, push_log;
   app.add_option("--bind", bind)->required();
   app.add_option("--keys", keys)->required();
   app.add_option("--allowlist", allowlist)->required();
   app.add_option("--dir", dir)->required();
   app.add_option("--unavailable-file", unavailable_file);
+  app.add_option("--reject", reject, "CODE:MESSAGE answered to every push");
+  app.add_option("--push-log", push_log, "Append each pushed shard id to this file");
   CLI11_PARSE(app, argc, argv);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
@@ -57,11 +63,22 @@ int main(int argc, char** argv) {
     auto err = [&](const std::string& rid, const std::string& code, const std::string& msg) {
       rep.insert(rep.end(), {"ERR", rid, code, msg});
     };
+    if (!push_log.empty() && req.size() == 4 && req[0] == fleet::kIngestProto && req[1] == "PUSH") {
+      std::string id = "?";
+      try {
+        id = wire::decode_shard(req[3]).id;
+      } catch (const std::exception&) {
+      }
+      std::ofstream(push_log, std::ios::app) << id << "\n";
+    }
     if (req.size() == 3 && req[0] == fleet::kIngestProto && req[1] == "PING") {
       rep.insert(rep.end(), {"PONG", req[2]});
     } else if (req.size() != 4 || req[0] != fleet::kIngestProto || req[1] != "PUSH" || req[2].empty() ||
                req[2].size() > 64) {
       err(req.size() >= 3 ? req[2].substr(0, 64) : "", "bad_frame", "expected [DIODE-INGEST/1, PUSH, id, shard]");
+    } else if (!reject.empty()) {
+      auto colon = reject.find(':');
+      err(req[2], reject.substr(0, colon), colon == std::string::npos ? "rejected" : reject.substr(colon + 1));
     } else if (!unavailable_file.empty() && fs::exists(unavailable_file)) {
       err(req[2], "unavailable", "simulated outage");
     } else {

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "diode/timing_plausibility.h"
 #include "diode/types.h"
 #include "store.h"
 
@@ -19,9 +20,9 @@ struct Rejection : std::runtime_error {
 };
 
 struct Plausibility {
-  double max_median_us = 60e6;        // one GEMM slower than a minute is a broken timer
+  double max_median_us = kMaxPlausibleMedianUs;  // one GEMM slower than a minute is a broken timer
   uint64_t max_repeats = 1'000'000;
-  double max_flops_per_s = 1e17;      // 100 PFLOP/s: far above any single device
+  double max_flops_per_s = kMaxPlausibleFlopsPerS;  // 100 PFLOP/s: far above any single device
   uint64_t min_created_ms = 1577836800000ull;    // 2020-01-01
   uint64_t max_future_ms = 24ull * 3600 * 1000;  // clock skew allowed ahead of the hub
 };

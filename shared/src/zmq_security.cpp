@@ -26,9 +26,20 @@ CurveKeyPair generate_curve_keypair() {
 }
 
 CurveKeyPair load_curve_keypair(const std::string& path) {
+  std::string text = io::read_file(path, 4096);
+  {
+    // A .pub file: the bare Z85 public key (surrounding whitespace ignored).
+    size_t b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
+    if (b != std::string::npos && text[b] != '{') {
+      std::string key = text.substr(b, e - b + 1);
+      if (!is_valid_z85_key(key))
+        throw std::runtime_error(path + ": neither a JSON key file nor a 40-character Z85 public key");
+      return {key, {}};
+    }
+  }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(io::read_file(path, 4096));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not a key file (" + e.what() + ")");
   }
@@ -52,9 +63,13 @@ void save_curve_keypair(const std::string& path, const CurveKeyPair& kp) {
   if (!kp.secret_z85.empty()) ::chmod(path.c_str(), 0600);
 }
 
-std::string create_curve_key_file(const std::string& path) {
+std::string create_curve_key_file(const std::string& path, std::ostream* note) {
   CurveKeyPair kp = generate_curve_keypair();
   save_curve_keypair(path, kp);
+  const std::string pub = public_key_file(path);
+  io::write_file_atomic(pub, kp.public_z85 + "\n");
+  ::chmod(pub.c_str(), 0644);
+  if (note) *note << "wrote " << path << " (key pair, mode 0600) and " << pub << " (public key)\n";
   return kp.public_z85;
 }
 

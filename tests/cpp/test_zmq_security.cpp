@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <filesystem>
 #include <fstream>
 
@@ -64,6 +66,33 @@ TEST(ZmqSecurity, KeyFilesAndAllowlistParsing) {
     EXPECT_NE(std::string(e.what()).find("bad.txt:2"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// Every daemon's keygen: the key pair (0600) plus <file>.pub, the bare public
+// key that the peers' key flags and allowlists take.
+TEST(ZmqSecurity, KeygenWritesKeyPairAndPubFile) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("diode_keygen_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ostringstream note;
+  const std::string key = (dir / "hub.key").string();
+  std::string pub = create_curve_key_file(key, &note);
+  EXPECT_TRUE(is_valid_z85_key(pub));
+  EXPECT_EQ(public_key_file(key), key + ".pub");
+  EXPECT_EQ(fs::status(key).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
+  std::ifstream in(key + ".pub");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, pub + "\n");
+  EXPECT_NE(note.str().find(key + ".pub"), std::string::npos) << note.str();
+  // The .pub file loads as a public-only key file, like {"public": ...}.
+  CurveKeyPair from_pub = load_curve_keypair(key + ".pub");
+  EXPECT_EQ(from_pub.public_z85, pub);
+  EXPECT_TRUE(from_pub.secret_z85.empty());
+  EXPECT_EQ(load_curve_keypair(key).public_z85, pub);
+  EXPECT_EQ(load_allowlist(key + ".pub"), std::set<std::string>{pub});
+  std::ofstream(dir / "junk.pub") << "not a key\n";
+  EXPECT_THROW(load_curve_keypair((dir / "junk.pub").string()), std::runtime_error);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -176,6 +176,44 @@ def test_trainer_commands_exist():
         assert f in train, f"diode-train-job passes {f} to diode-train:\n{train}"
 
 
+# ------------------------------------------------------ metrics scraping ----
+
+# The port each daemon serves GET /metrics on (docs/operations.md).
+SCRAPE = {"diode-agent": ("9103", "metrics"), "diode-hub": ("8080", "http"), "diode-coordinator": ("9102", "metrics")}
+
+
+def test_pods_carry_scrape_annotations():
+    seen = set()
+    for f, d in k8s_docs():
+        if d["kind"] not in ("DaemonSet", "StatefulSet", "Deployment"):
+            continue
+        tmpl = d["spec"]["template"]
+        name = tmpl["metadata"].get("labels", {}).get("app.kubernetes.io/name")
+        if name not in SCRAPE:
+            continue
+        seen.add(name)
+        port, port_name = SCRAPE[name]
+        ann = tmpl["metadata"].get("annotations", {})
+        assert ann.get("prometheus.io/scrape") == "true", (f, ann)
+        assert ann.get("prometheus.io/port") == port, (f, ann)
+        assert ann.get("prometheus.io/path") == "/metrics", (f, ann)
+        c = tmpl["spec"]["containers"][0]
+        if port_name:
+            assert {p["name"]: p["containerPort"] for p in c.get("ports", [])}.get(port_name) == int(port), (f, c)
+        if name in ("diode-agent", "diode-coordinator"):
+            assert f"--metrics-listen=0.0.0.0:{port}" in c["args"], c["args"]
+        if name == "diode-agent":
+            assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert seen == set(SCRAPE), seen
+    # The scrapers can reach the ports (default deny otherwise).
+    policies = [d for _, d in k8s_docs() if d["kind"] == "NetworkPolicy"]
+    for name, (port, _) in SCRAPE.items():
+        assert any(p["spec"].get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name") == name
+                   and any(int(port) in {pp["port"] for pp in r.get("ports", [])} and not r.get("from")
+                           for r in p["spec"].get("ingress", []))
+                   for p in policies), f"no NetworkPolicy admits {name}:{port}"
+
+
 # --------------------------------------------------------- gen-secrets.sh ----
 
 def test_gen_secrets(tmp_path):
@@ -202,6 +240,13 @@ def test_gen_secrets(tmp_path):
     assert len(hub_allow) == len(pools) and all(Z85_KEY.match(k) for k in hub_allow), hub_allow
     assert coord_allow[: len(pools)] == hub_allow and len(coord_allow) == len(pools) + 1
     assert len(set(coord_allow)) == len(coord_allow), "every pool and the operators need their own key"
+    # Public keys come from the .pub files every keygen writes (no JSON parsing).
+    for server in ("hub", "coordinator"):
+        pub = (out / f"{server}.key.pub").read_text()
+        assert Z85_KEY.match(pub.strip()) and pub == pub.strip() + "\n", pub
+        assert (out / f"{server}.pub").read_text() == pub, f"{server}.pub is not a copy of {server}.key.pub"
+    assert hub_allow == [(out / f"agent-{p}.key.pub").read_text().strip() for p in pools]
+    assert coord_allow[-1] == (out / "ops.key.pub").read_text().strip()
     token = (out / "write-token").read_text()
     assert len(token) >= 16 and token.isprintable() and " " not in token
     with tarfile.open(out / "signing-keys.tar.gz") as t:

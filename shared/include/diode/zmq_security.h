@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <iostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,12 +21,19 @@ struct CurveKeyPair {
 
 CurveKeyPair generate_curve_keypair();
 // Key files are JSON {"public": "...", "secret": "..."} written with mode 0600;
-// a public-only file ({"public": "..."}) loads with an empty secret.
+// a public-only file ({"public": "..."}, or a .pub file: the bare Z85 key on
+// one line) loads with an empty secret.
 CurveKeyPair load_curve_keypair(const std::string& path);
 void save_curve_keypair(const std::string& path, const CurveKeyPair& kp);
-// Generates a key pair, saves it to `path` (mode 0600) and returns its public key:
-// the `keygen` subcommand of every daemon.
-std::string create_curve_key_file(const std::string& path);
+// The keygen of every daemon (diode-hub keygen, diode-coordinator keygen,
+// diode-agent keygen): generates a key pair, saves it to `path` (JSON, mode
+// 0600) and its public key to `path + ".pub"` (the Z85 key and a newline, mode
+// 0644: what --hub-key/--coordinator-key/--server-key take, as the key or the
+// file, and what an allowlist line starts with). Returns the public key (the
+// daemons print it on stdout, so `$(diode-agent keygen F)` is the key) and
+// tells `note` (stderr unless given; nullptr: silent) the two paths written.
+std::string create_curve_key_file(const std::string& path, std::ostream* note = &std::cerr);
+inline std::string public_key_file(const std::string& key_file) { return key_file + ".pub"; }
 // One Z85 public key per line, optionally followed by a label ("KEY node-1");
 // blank lines and lines starting with '#' (that are not keys) are ignored. Any
 // other line is an error naming file and line.
