@@ -1,7 +1,7 @@
 // diode-agent: runs leased sweep shards on this node's GPUs (one worker per
 // GPU) and delivers them to the hub (docs/protocol.md).
 //   diode-agent keygen KEYFILE
-//   diode-agent run --coordinator tcp://coord:5570 --coordinator-key KEY --hub tcp://hub:5571 --hub-key KEY
+//   diode-agent run --coordinator tcp://coord:5555 --coordinator-key KEY --hub tcp://hub:5557 --hub-key KEY
 //                   --keys agent.key --spool /var/lib/diode/spool --runner inductor [--metrics-listen HOST:PORT]
 // Every flag of `run` can also come from the environment: DIODE_AGENT_<FLAG>
 // (upper case, dashes as underscores), e.g. DIODE_AGENT_HUB_KEY.

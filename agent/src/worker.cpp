@@ -212,7 +212,7 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
         // implausibly slow"): pushing it again cannot succeed, so it is pushed
         // exactly once and reported failed with the hub's reason.
         spdlog::error("{}: hub rejected {} permanently, not retrying: {}", cfg_.name, e.shard_id, r.detail);
-        report_fail(e.lease_id, "hub rejected shard: " + r.detail);
+        report_fail(e.lease_id, "hub rejected shard: " + r.detail, /*permanent=*/true);
         spool_.remove(e);
         return false;
       case PushResult::retryable:
@@ -254,11 +254,13 @@ bool Worker::report_complete(const SpoolEntry& e, const std::string& hub_result)
   return false;
 }
 
-void Worker::report_fail(const std::string& lease_id, const std::string& reason) {
+void Worker::report_fail(const std::string& lease_id, const std::string& reason, bool permanent) {
   ++metrics().shards_failed;
   int backoff = cfg_.backoff_initial_ms;
   for (int tries = 0; tries < 5 && !stop_; ++tries) {
-    auto r = coord_request("FAIL", {cfg_.name, lease_id, reason.substr(0, fleet::kMaxReasonLen)}, cfg_.request_timeout_ms);
+    std::vector<std::string> args{cfg_.name, lease_id, reason.substr(0, fleet::kMaxReasonLen)};
+    if (permanent) args.emplace_back("permanent");
+    auto r = coord_request("FAIL", args, cfg_.request_timeout_ms);
     if (r) return;
     pause(next_backoff(backoff));
   }

@@ -47,7 +47,9 @@ class Worker {
   // and leaves it spooled), then reports the completion.
   bool deliver(const SpoolEntry& e, const std::string& heartbeat_lease);
   bool report_complete(const SpoolEntry& e, const std::string& hub_result);
-  void report_fail(const std::string& lease_id, const std::string& reason);
+  // permanent: retrying cannot help (the hub refused the shard's content), so the
+  // coordinator fails the shard at once instead of spending another attempt.
+  void report_fail(const std::string& lease_id, const std::string& reason, bool permanent = false);
   void drain_spool();
   // Sleeps up to ms, returning early when stopping; heartbeats the lease if given.
   void pause(int64_t ms, const std::string& lease = {});

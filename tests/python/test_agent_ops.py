@@ -228,7 +228,9 @@ def test_transient_push_failures_are_retried_and_counted(fleet):
 # ------------------------------------------------- permanent rejection ----
 
 def test_permanent_rejection_is_pushed_once_and_reported_failed(fleet):
-    f = fleet(1, max_attempts=1)
+    # max_attempts 3: the shard is failed after the first attempt only because the agent
+    # reports the hub's rejection as permanent (FAIL ... permanent), not by running out.
+    f = fleet(1, max_attempts=3)
     port = free_port()
     reason = "shard.records[1965].median_us: implausibly slow (over 60 s)"
     push_log = f.tmp / "pushes.txt"
