@@ -13,6 +13,7 @@
 
 #include "diode/hardware.h"
 #include "diode/io.h"
+#include "diode/json.h"
 #include "diode/wire.h"
 #include "diode/sha256.h"
 
@@ -570,8 +571,23 @@ std::optional<std::string> resolve_hardware_key(const HardwareMatch& m, std::str
   return key;
 }
 
+namespace {
+// The YAML spelling of a distribution (parse_shapes reads these).
+const char* distribution_name(ShapeSpec::Kind k) {
+  switch (k) {
+    case ShapeSpec::Kind::lognormal: return "lognormal";
+    case ShapeSpec::Kind::explicit_set: return "explicit";
+    case ShapeSpec::Kind::grid: return "grid";
+    case ShapeSpec::Kind::problem_list: return "problems";
+  }
+  return "?";
+}
+}  // namespace
+
 nlohmann::json manifest_fields(const Manifest& m) {
   const auto& s = m.shapes;
+  nlohmann::json listed = nlohmann::json::array();
+  for (const auto& p : s.problems) listed.push_back(to_json(p));
   nlohmann::json f = {{"name", m.name},
                       {"sweep_id", m.sweep_id},
                       {"requester", m.requester},
@@ -597,9 +613,7 @@ nlohmann::json manifest_fields(const Manifest& m) {
                       {"sweep.timing.budget_ms_per_config", m.timing.budget_ms_per_config},
                       {"sweep.tf32", m.tf32},
                       {"sweep.smem_prefilter", m.smem_prefilter},
-                      {"sweep.shapes.distribution", s.kind == ShapeSpec::Kind::lognormal ? "lognormal"
-                                                    : s.kind == ShapeSpec::Kind::grid   ? "grid"
-                                                                                        : "explicit"},
+                      {"sweep.shapes.distribution", distribution_name(s.kind)},
                       {"sweep.shapes.m", {s.m.mean, s.m.std}},
                       {"sweep.shapes.n", {s.n.mean, s.n.std}},
                       {"sweep.shapes.k", {s.k.mean, s.k.std}},
@@ -609,6 +623,8 @@ nlohmann::json manifest_fields(const Manifest& m) {
                       {"sweep.shapes.shapes", s.shapes},
                       {"sweep.shapes.grid", {s.grid_m, s.grid_n, s.grid_k}},
                       {"sweep.shapes.batch", s.batches}};
+  // Only for `distribution: problems`: other manifests keep the fields stored before it existed.
+  if (!listed.empty()) f["sweep.shapes.list"] = std::move(listed);
   return f;
 }
 

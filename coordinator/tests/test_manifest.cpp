@@ -209,3 +209,19 @@ TEST(Manifest, ProblemListErrors) {
   EXPECT_TRUE(has("sweep.shapes.list[3].k: missing required field"));
   EXPECT_TRUE(has("sweep.problems: larger than the 4 problems listed"));
 }
+
+// A resubmitted `problems` manifest that changed one listed problem is described as such
+// (the conflict message names the field), not as an unchanged "explicit" distribution.
+TEST(Manifest, ProblemListChangeIsDescribed) {
+  std::string g = kGood;
+  g.replace(g.find("problems: 1000"), 14, "problems: 1");
+  g.replace(g.find("distribution: lognormal"), 23,
+            "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024}");
+  std::string h = g;
+  h.replace(h.find("m: 7,"), 5, "m: 9,");
+  auto a = manifest_fields(parse_manifest(g, "a.yaml")), b = manifest_fields(parse_manifest(h, "b.yaml"));
+  EXPECT_EQ(a["sweep.shapes.distribution"], "problems");
+  std::string d = describe_manifest_change(a, b);
+  EXPECT_NE(d.find("sweep.shapes.list"), std::string::npos) << d;
+  EXPECT_EQ(describe_manifest_change(a, a), "");
+}
