@@ -21,7 +21,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,16 +28,11 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+from torch_diode.tools.fleet_demo import free_port  # noqa: E402
 
 
 def say(msg: str) -> None:
     print(f"[fleet {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(*args, env=None) -> str:

@@ -326,6 +326,12 @@ class Ranking:
     breakdown: dict             # seconds per stage: keys, features, forward, select, total
 
 
+def _standardisation(spec) -> tuple[list[float], list[float]]:
+    """The feature spec's mean and stddev (a zero stddev divides by 1), as both rankers use them."""
+    n = len(spec.names)
+    return spec.mean or [0.0] * n, [s if s > 0 else 1.0 for s in (spec.stddev or [1.0] * n)]
+
+
 class Ranker:
     """Model + per-config feature table + prediction cache. Thread-safe: Inductor may lower
     graphs in several threads."""
@@ -333,9 +339,7 @@ class Ranker:
     def __init__(self, model: LoadedModel):
         self.model = model
         self.spec = model.info.feature_spec
-        n = len(self.spec.names)
-        mean = self.spec.mean or [0.0] * n
-        sd = [s if s > 0 else 1.0 for s in (self.spec.stddev or [1.0] * n)]
+        mean, sd = _standardisation(self.spec)
         self._mean = np.asarray(mean, dtype=np.float64)
         self._sd = np.asarray(sd, dtype=np.float64)
         self._table = _ConfigTable(self.spec)
@@ -429,9 +433,7 @@ class ReferenceRanker:
     def __init__(self, model: LoadedModel):
         self.model = model
         self.spec = model.info.feature_spec
-        n = len(self.spec.names)
-        mean = self.spec.mean or [0.0] * n
-        sd = [s if s > 0 else 1.0 for s in (self.spec.stddev or [1.0] * n)]
+        mean, sd = _standardisation(self.spec)
         self._mean = torch.tensor(mean, dtype=torch.float64)
         self._sd = torch.tensor(sd, dtype=torch.float64)
         self._cache: OrderedDict[Problem, dict[KernelConfig, float]] = OrderedDict()
