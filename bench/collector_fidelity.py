@@ -55,7 +55,7 @@ def compile_inductor(p, target_json, inputs, search_space="EXHAUSTIVE", backends
 
     from torch_diode import inductor_compat as ic
     from torch_diode import wire
-    from torch_diode.collect.driver import inductor_settings_base
+    from torch_diode.collect.driver import COMPILE_OPTIONS, inductor_settings_base
     from torch_diode.collect.problems import make_fn
     from torch_diode.collect.records import to_config
 
@@ -72,7 +72,7 @@ def compile_inductor(p, target_json, inputs, search_space="EXHAUSTIVE", backends
     torch._dynamo.reset()
     settings = {**inductor_settings_base(search_space), "max_autotune_gemm_backends": backends}
     with config.patch(settings), ic.install_choices(ic.make_choices_class(keep)):
-        fn = torch.compile(make_fn(p), mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)
+        fn = torch.compile(make_fn(p), dynamic=False, fullgraph=True, options=COMPILE_OPTIONS)  # as the collector lowers
         fn(*inputs)
         torch.cuda.synchronize()
     if target_json is not None and (not kept or kept[0] != 1):

@@ -193,3 +193,27 @@ def test_reseal_adds_method_and_walls_to_a_version1_shard():
     assert out.records == old.records and out.problems == old.problems
     with pytest.raises(ValueError):
         reseal(v1, {"problems": [{"wall_s": 2.0}]}, "t", "c")
+
+
+def test_m1_mm_is_lowered_as_a_gemm_without_coordinate_descent():
+    """Why the collector compiles with COMPILE_OPTIONS and not mode="max-autotune": that
+    mode's coordinate_descent_tuning makes Inductor's decomposition rewrite mm/bmm with
+    M == 1 (or N == 1) as a reduction, so no GEMM template is offered for a decode step of
+    one sequence. Shown on meta tensors (the rewrite is for non-CPU devices)."""
+    import torch
+    from torch._inductor import config, decomposition
+    from torch_diode.collect.driver import COMPILE_OPTIONS
+
+    a = torch.empty(1, 4096, device="meta", dtype=torch.float16)
+    b = torch.empty(4096, 1024, device="meta", dtype=torch.float16)
+    with config.patch(coordinate_descent_tuning=True):
+        assert decomposition.mm(a, b) is not NotImplemented
+    with config.patch(COMPILE_OPTIONS):
+        assert decomposition.mm(a, b) is NotImplemented  # left to tuned_mm: a GEMM
+    ba = torch.empty(8, 1, 128, device="meta", dtype=torch.bfloat16)
+    bb = torch.empty(8, 128, 64, device="meta", dtype=torch.bfloat16)
+    with config.patch(coordinate_descent_tuning=True):
+        assert decomposition.bmm(ba, bb) is not NotImplemented
+    with config.patch(COMPILE_OPTIONS):
+        assert decomposition.bmm(ba, bb) is NotImplemented
+    assert torch._inductor.list_mode_options("max-autotune-no-cudagraphs")["coordinate_descent_tuning"]

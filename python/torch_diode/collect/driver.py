@@ -52,6 +52,18 @@ def inductor_settings(spec: Spec) -> dict:
     return inductor_settings_base(spec.search_space, spec.timing.compile_timeout_s)
 
 
+# What the collector passes to torch.compile instead of mode="max-autotune-no-cudagraphs".
+# That mode also turns on coordinate_descent_tuning, under which Inductor's decomposition
+# table rewrites mm and bmm with M == 1 or N == 1 as a multiply + sum reduction
+# (torch/_inductor/decomposition.py: mm, bmm): no GEMM template is offered and such a
+# problem had no space to time ("did not autotune this problem as a GEMM"). max_autotune
+# itself comes from inductor_settings_base; coordinate descent stays off, so every problem
+# is lowered as the GEMM that `torch._inductor.config.max_autotune = True` compiles.
+# (Options given to torch.compile override an enclosing config.patch: a mode's
+# coordinate_descent_tuning would win over one set in inductor_settings_base.)
+COMPILE_OPTIONS = {"coordinate_descent_tuning": False}
+
+
 def inductor_settings_base(search_space: str, compile_timeout_s: int = 600) -> dict:
     """Inductor config for lowering a problem under max-autotune; keys this torch lacks are skipped."""
     from torch._inductor import config
@@ -159,8 +171,7 @@ class ProblemDriver:
                     ic.install_choices(ic.make_choices_class(on_finalize)), \
                     ic.benchmark_interceptor(time_choice, gate), ic.precompile_error_tap(on_error), \
                     ic.feedback_saver(on_feedback):
-                fn = torch.compile(make_fn(p), mode="max-autotune-no-cudagraphs", dynamic=False,
-                                   fullgraph=True)
+                fn = torch.compile(make_fn(p), dynamic=False, fullgraph=True, options=COMPILE_OPTIONS)
                 fn(*inputs)
                 torch.cuda.synchronize()
         finally:

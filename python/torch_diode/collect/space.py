@@ -39,7 +39,7 @@ def _lower(p: wire.Problem, search_space: str, tf32: bool) -> tuple[str, list]:
     import torch._dynamo
     from torch._inductor import config
 
-    from .driver import inductor_settings_base
+    from .driver import COMPILE_OPTIONS, inductor_settings_base
     from .problems import make_fn, make_inputs
 
     seen: dict = {}
@@ -62,13 +62,14 @@ def _lower(p: wire.Problem, search_space: str, tf32: bool) -> tuple[str, list]:
     try:
         with config.patch({**inductor_settings_base(search_space), "max_autotune_gemm_backends": "TRITON,ATEN"}), \
                 ic.install_choices(ic.make_choices_class(on_finalize)):
-            fn = torch.compile(make_fn(p), mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)
+            fn = torch.compile(make_fn(p), dynamic=False, fullgraph=True, options=COMPILE_OPTIONS)
             fn(*inputs)
     finally:
         restore()
         torch._dynamo.reset()
     if "op" not in seen:
-        raise RuntimeError("Inductor did not autotune this problem as a GEMM (no finalize hook call)")
+        raise RuntimeError("Inductor did not autotune this problem as a GEMM (no finalize hook call: "
+                           "a decomposition rewrote it, e.g. K == 1 as a pointwise product)")
     return seen["op"], seen["list"]
 
 
