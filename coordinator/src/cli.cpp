@@ -79,6 +79,8 @@ std::string hardware_key_line(const fleet::Manifest& m) {
   auto key = fleet::resolve_hardware_key(m.hardware, &why);
   if (!key)
     return "hardware key: not one key: " + why + " (rules: " + fleet::hardware_rules_text(m.hardware) + ")";
+  if (!m.hardware.key.empty())
+    return "hardware key " + *key + " (named by hardware.key: only a GPU of exactly this key matches)";
   char gib[32];
   std::snprintf(gib, sizeof gib, "%g", static_cast<double>(m.hardware.min_memory_bytes) / double(1ull << 30));
   return "hardware key " + *key + " (of a device named '" + m.hardware.device_pattern + "' with min_memory_gib " + gib +

@@ -253,7 +253,8 @@ class DuplicateKeyFinder : public YAML::EventHandler {
 };
 
 void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
-  if (!c.mapping(n, "hardware", {"vendor", "device_name", "compute_capability", "min_memory_gib"}, {"device_name"}))
+  if (!c.mapping(n, "hardware", {"vendor", "device_name", "compute_capability", "min_memory_gib", "key"},
+                 {"device_name"}))
     return;
   if (n["vendor"]) {
     hw.vendor = c.str(n["vendor"], "hardware.vendor");
@@ -281,6 +282,14 @@ void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
   if (n["min_memory_gib"])
     hw.min_memory_bytes = static_cast<uint64_t>(c.real(n["min_memory_gib"], "hardware.min_memory_gib", 0, 1 << 20) *
                                                 static_cast<double>(1ull << 30));
+  if (n["key"]) {
+    hw.key = c.str(n["key"], "hardware.key", 128);
+    if (!is_valid_hardware_key(hw.key))
+      c.error(n["key"], "hardware.key",
+              "'" + hw.key + "' is not a hardware key (like nvidia-h100-80gb: `diode hardware key` prints a GPU's)");
+    else if (!hw.vendor.empty() && hw.key.rfind(hw.vendor + "-", 0) != 0)
+      c.error(n["key"], "hardware.key", "'" + hw.key + "' does not start with the vendor '" + hw.vendor + "-'");
+  }
 }
 
 void parse_lognormal(Checker& c, const YAML::Node& n, const std::string& path, LogNormal& ln) {
@@ -512,6 +521,7 @@ Manifest load_manifest(const std::string& path) {
 bool hardware_matches(const HardwareMatch& m, const HardwareId& h) {
   if (!m.vendor.empty() && m.vendor != h.vendor) return false;
   if (h.memory_bytes < m.min_memory_bytes) return false;
+  if (!m.key.empty() && hardware_key(h) != m.key) return false;
   if (!m.compute_capabilities.empty()) {
     bool any = false;
     for (const auto& cc : m.compute_capabilities) any = any || cc == h.compute_capability || cc == h.arch;
@@ -543,6 +553,7 @@ std::string hardware_rules_text(const HardwareMatch& m) {
     for (size_t i = 0; i < m.compute_capabilities.size(); ++i) out += (i ? "|" : "") + m.compute_capabilities[i];
   }
   if (m.min_memory_bytes > 0) out += " min_memory_gib=" + gib_text(m.min_memory_bytes);
+  if (!m.key.empty()) out += " key=" + m.key;
   return out;
 }
 
@@ -551,6 +562,8 @@ std::optional<std::string> resolve_hardware_key(const HardwareMatch& m, std::str
     if (why) *why = std::move(w);
     return std::nullopt;
   };
+  // An explicit key is the answer: matching requires a GPU of exactly that key.
+  if (!m.key.empty()) return m.key;
   if (m.vendor.empty()) return fail("no hardware.vendor (any vendor matches)");
   std::string name = m.device_pattern;
   // "^NAME$" names a device as much as "NAME" does.
@@ -598,6 +611,7 @@ nlohmann::json manifest_fields(const Manifest& m) {
                       {"hardware.device_name", m.hardware.device_pattern},
                       {"hardware.compute_capability", m.hardware.compute_capabilities},
                       {"hardware.min_memory_bytes", m.hardware.min_memory_bytes},
+                      {"hardware.key", m.hardware.key},
                       {"sweep.ops", m.ops},
                       {"sweep.dtypes", m.dtypes},
                       {"sweep.problems", m.problems},

@@ -22,6 +22,11 @@ struct HardwareMatch {
   std::string device_pattern;                    // ECMAScript regex, case-insensitive search in device_name
   std::vector<std::string> compute_capabilities;  // e.g. {"9.0"}; empty = any
   uint64_t min_memory_bytes = 0;
+  // The hardware key the data is for (`hardware.key`), e.g. "nvidia-h200-144gb"; empty =
+  // derived from the other rules. Set, it is one more rule: only a GPU whose own key
+  // (shared/src/hardware.cpp) is exactly this one matches, so a manifest's data never
+  // lands under a key that a memory lower bound merely approximates.
+  std::string key;
 };
 
 struct LogNormal {

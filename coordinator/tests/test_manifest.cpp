@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "diode/hardware.h"
 #include "expand.h"
 #include "manifest.h"
 
@@ -85,6 +86,40 @@ TEST(Manifest, HardwareMatching) {
   h.compute_capability = "9.0";
   h.device_name = "NVIDIA A100-SXM4-80GB";
   EXPECT_FALSE(hardware_matches(m.hardware, h));
+}
+
+// `hardware.key` pins the exact hardware key: the memory lower bound alone would also
+// take a larger card of the same name (an H200 of 140 GiB under `min_memory_gib: 130`).
+TEST(Manifest, HardwareKeyIsOneMoreRule) {
+  std::string y = kGood;
+  y.replace(y.find("  compute_capability"), 0, "  vendor: nvidia\n  key: nvidia-h100-80gb\n");
+  Manifest m = parse_manifest(y, "m.yaml");
+  EXPECT_EQ(m.hardware.key, "nvidia-h100-80gb");
+  diode::HardwareId h;
+  h.vendor = "nvidia";
+  h.device_name = "NVIDIA H100 80GB HBM3";
+  h.compute_capability = "9.0";
+  h.memory_bytes = 85520809984ull;
+  ASSERT_EQ(diode::hardware_key(h), "nvidia-h100-80gb");
+  EXPECT_TRUE(hardware_matches(m.hardware, h));
+  h.device_name = "NVIDIA H100 PCIe";  // same rules otherwise, another key
+  EXPECT_FALSE(hardware_matches(m.hardware, h));
+  std::string why;
+  EXPECT_EQ(resolve_hardware_key(m.hardware, &why).value_or("-"), "nvidia-h100-80gb");
+  EXPECT_EQ(hardware_rules_text(m.hardware), "vendor=nvidia device_name=H100 cc=9.0 key=nvidia-h100-80gb");
+  // A change of key is a change of the manifest.
+  EXPECT_EQ(manifest_fields(m).at("hardware.key"), "nvidia-h100-80gb");
+
+  std::string bad = y;
+  bad.replace(bad.find("nvidia-h100-80gb"), 16, "H100 80GB");
+  auto errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("hardware.key: 'H100 80GB' is not a hardware key"), std::string::npos) << errs[0];
+  bad = y;
+  bad.replace(bad.find("nvidia-h100-80gb"), 16, "amd-mi300x-184gb");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("does not start with the vendor 'nvidia-'"), std::string::npos) << errs[0];
 }
 
 TEST(Expand, DeterministicAndShaped) {

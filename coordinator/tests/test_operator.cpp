@@ -463,6 +463,7 @@ TEST(ManifestHardwareKey, ShippedManifestsAndAmbiguousRules) {
   };
   EXPECT_EQ(key("h100.yaml").value_or("-"), "nvidia-h100-80gb");
   EXPECT_EQ(key("mi300x.yaml").value_or("-"), "amd-mi300x-184gb");
+  EXPECT_EQ(key("h200.yaml").value_or("-"), "nvidia-h200-144gb");  // hardware.key, not min_memory_gib
   HardwareMatch m;
   m.vendor = "nvidia";
   m.device_pattern = "H1[02]0";

@@ -203,6 +203,7 @@ def test_manifest_of_the_mix_expands_to_the_same_problems(tmp_path):
     ok = subprocess.run([str(diode), "manifest", "validate", str(out)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert "23 problems in 5 shards of 5" in ok.stdout
+    assert "nvidia-h200-144gb" in ok.stdout, ok.stdout  # h200.yaml's hardware.key is copied
     # The coordinator's shard specs carry the problems: compare them to the sampler's.
     want = sample.sample_dataset_problems(23, seed=77)
     r = subprocess.run([str(diode), "manifest", "shards", str(out), "--json"], capture_output=True, text=True)

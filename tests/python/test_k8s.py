@@ -164,7 +164,11 @@ def test_trainer_commands_exist():
         for c in containers(d):
             if c.get("args", [None])[:3] == ["diode", "dataset", "export"]:
                 job_flags |= {a.split("=", 1)[0] for a in c["args"] if a.startswith("--")}
+                # The output file is positional (OUT); `--out` is the deprecated spelling.
+                positional = [a for a in c["args"][3:] if not a.startswith("-")]
+                assert positional == ["/work/dataset.msgpack.gz"], c["args"]
     assert job_flags, "no dataset export in the MPIJob templates"
+    assert "--out" not in job_flags, f"MPIJobs pass the deprecated --out to dataset export: {job_flags}"
     assert all(f in export for f in job_flags), (job_flags, export)
     publish = help_text("cli/diode", "publish")
     for f in ("--model", "--registry", "--keys"):
