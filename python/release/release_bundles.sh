@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Train, validate, sign and ship the models that torch_diode carries in its package
+# (python/torch_diode/bundles/, docs/hook.md "Shipped models"). One command:
+#
+#   python/release/release_bundles.sh --keys /path/to/release-keys
+#
+# For each hardware key (default: every datasets/<key>/ directory with shards):
+#   1. mpirun -np NP --oversubscribe --allow-run-as-root --bind-to none diode-train --hardware KEY --data datasets/KEY --out WORK/KEY/model
+#      --epochs EPOCHS --seed SEED [TRAIN_ARGS]
+#   2. diode validate --model WORK/KEY/model --dataset datasets/KEY --json
+#      > python/release/validate/KEY.json (committed: the numbers docs/hook.md quotes)
+#   3. diode publish --model WORK/KEY/model --registry REGISTRY --keys KEYS --expires-days DAYS
+#      (the next version of KEY in the release registry: versions only grow)
+#   4. diode verify REGISTRY/KEY/N --root-key KEYS/root.pub
+#   5. python/torch_diode/bundles/KEY/ is replaced by N/ alone (bundle.json, roots.json,
+#      model.json, weights.msgpack), and KEYS/root.pub is copied to bundles/root.pub
+# then `diode verify` runs again on every shipped bundle against the shipped root.pub.
+#
+# A hardware whose training, validation or publication fails keeps what the package
+# shipped before (untouched) and the script exits 1 after the summary: a partial release
+# is never silent. Nothing is faked: a dataset too small for the trainer is reported.
+#
+# Options:
+#   --keys DIR          release key directory (`diode keys init`; needs targets/ and root.pub;
+#                       root/ may be offline). Required. Never inside the repository.
+#   --registry DIR      release registry (default $DIODE_RELEASE_REGISTRY, else
+#                       ~/.local/share/diode/release-registry); keep it: it is what the
+#                       release hub serves, and its version numbers must keep growing
+#   --build DIR         C++ build directory with models/diode-train and cli/diode
+#                       (default $DIODE_BUILD_DIR, else ./build)
+#   --work DIR          trained models and logs (default ${TMPDIR:-/tmp}/diode-release)
+#   --hardware KEY      only this key (repeatable)
+#   --np N              MPI ranks (default 2)
+#   --epochs N          (default 150)   --seed N (default 1)
+#   --train-args "..."  extra diode-train flags for a new recipe, e.g. "--loss listwise --hidden 128"
+#                       (also $DIODE_TRAIN_ARGS)
+#   --expires-days N    bundle lifetime (default 365). The root metadata's own expiry
+#                       (`diode keys init/rotate --expires-days`) also bounds it.
+#   --tested-torch V    torch version(s) the models were tested with (repeatable; default:
+#                       the trainer's)
+#   --dry-run           print the commands, run nothing
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
+build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
+np=2 epochs=150 seed=1 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0
+hardware=() tested=()
+while (($#)); do
+  case $1 in
+    --keys) keys=$2; shift 2 ;;
+    --registry) registry=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --hardware) hardware+=("$2"); shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --train-args) train_args=$2; shift 2 ;;
+    --expires-days) days=$2; shift 2 ;;
+    --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "release_bundles: unknown argument $1 (--help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "release_bundles: $*" >&2; exit 2; }
+[ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
+keys=$(cd "$keys" && pwd) || die "no key directory $keys"
+[ -f "$keys/root.pub" ] && [ -d "$keys/targets" ] || die "$keys has no root.pub / targets/ (diode keys init)"
+case "$keys/" in "$repo"/*) die "the key directory $keys is inside the repository: keep private keys out of it" ;; esac
+train="$build/models/diode-train" diode="$build/cli/diode"
+[ -x "$train" ] && [ -x "$diode" ] || die "$train or $diode not built (--build DIR)"
+command -v mpirun >/dev/null || die "mpirun not found"
+if ((${#hardware[@]} == 0)); then
+  for d in "$repo"/datasets/*/; do
+    ls "$d"*.msgpack.gz >/dev/null 2>&1 && hardware+=("$(basename "$d")")
+  done
+fi
+((${#hardware[@]})) || die "no datasets/<hardware>/ with shards"
+
+shipped="$repo/python/torch_diode/bundles" results="$repo/python/release/validate"
+run() { echo "+ $*" >&2; ((dry)) || "$@"; }
+mkdir -p "$work" "$registry" "$shipped" "$results"
+failed=() done_=()
+for hw in "${hardware[@]}"; do
+  data="$repo/datasets/$hw" w="$work/$hw"
+  echo "== $hw" >&2
+  ((dry)) || { rm -rf "$w"; mkdir -p "$w"; }
+  # shellcheck disable=SC2086  # train_args are words on purpose
+  if ! run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" --out "$w/model" \
+        --epochs "$epochs" --seed "$seed" $train_args --quiet; then
+    echo "release_bundles: $hw: diode-train failed (see above); the shipped $hw bundle is left as it was" >&2
+    failed+=("$hw (train)"); continue
+  fi
+  if ((dry)); then run "$diode" validate --model "$w/model" --dataset "$data" --json; continue; fi
+  if ! "$diode" validate --model "$w/model" --dataset "$data" --json > "$w/validate.json" 2> "$w/validate.err"; then
+    cat "$w/validate.err" >&2
+    echo "release_bundles: $hw: diode validate failed; not published" >&2
+    failed+=("$hw (validate)"); continue
+  fi
+  out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
+        "${tested[@]}") || { failed+=("$hw (publish)"); continue; }
+  echo "$out" >&2
+  version=$(sed -n 's/^published [a-z0-9-]* version \([0-9]*\) at .*/\1/p' <<<"$out")
+  [ -n "$version" ] || { echo "release_bundles: cannot parse: $out" >&2; failed+=("$hw (publish)"); continue; }
+  run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" >&2
+  cp "$w/validate.json" "$results/$hw.json"
+  rm -rf "$shipped/$hw.new"
+  mkdir -p "$shipped/$hw.new/$version"
+  for f in bundle.json roots.json model.json weights.msgpack; do
+    cp "$registry/$hw/$version/$f" "$shipped/$hw.new/$version/$f"
+  done
+  rm -rf "$shipped/$hw"
+  mv "$shipped/$hw.new" "$shipped/$hw"
+  done_+=("$hw $version")
+done
+((dry)) && exit 0
+cp "$keys/root.pub" "$shipped/root.pub"
+
+# The acceptance check: every shipped bundle verifies against the shipped root key.
+status=0
+for b in "$shipped"/*/[0-9]*/; do
+  [ -d "$b" ] || continue
+  if "$diode" verify "$b" --root-key "$shipped/root.pub" >/dev/null; then
+    echo "verified $(realpath --relative-to="$repo" "$b")" >&2
+  else
+    echo "release_bundles: $b does NOT verify against the shipped root.pub" >&2; status=1
+  fi
+done
+echo "shipped: ${done_[*]:-nothing new}; $(find "$shipped" -type f -printf '%s\n' | awk '{s += $1} END {print s}') bytes in $(realpath --relative-to="$repo" "$shipped")" >&2
+if ((${#failed[@]})); then
+  echo "release_bundles: FAILED: ${failed[*]}" >&2
+  status=1
+fi
+exit $status
