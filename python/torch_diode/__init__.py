@@ -1,7 +1,8 @@
 """torch_diode: fleet-learned GEMM kernel selection for torch.compile.
 
 `import torch_diode` detects the GPU, finds the newest verified model for it
-(DIODE_MODEL, the hub at DIODE_HUB_URL, or the local cache) and, if one is found,
+(DIODE_MODEL, the hub at DIODE_HUB_URL, the local cache, or the signed model the
+package ships for known hardware, torch_diode/bundles/) and, if one is found,
 installs the Inductor hook (docs/hook.md). Set TORCH_DIODE_AUTO_INSTALL=0 to import
 without any side effect and call `torch_diode.install()` yourself.
 

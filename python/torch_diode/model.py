@@ -232,6 +232,10 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
 class LoadedModel:
     info: ModelInfo
     module: Any  # hook._mlp.ResidualMLP
+    # Where the hook found it (hook/sources.py: "explicit", "env", "hub", "cache", "package")
+    # and the signed bundle version; None for a model loaded directly.
+    source: str | None = None
+    bundle_version: int | None = None
 
 
 def load_model_dir(path: str | os.PathLike) -> LoadedModel:

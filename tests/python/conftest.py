@@ -7,6 +7,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 
 
+@pytest.fixture(autouse=True)
+def _no_shipped_models(monkeypatch):
+    """Tests are hermetic: the models and root key shipped in torch_diode/bundles are off
+    unless a test turns them on (tests/python/test_hook_shipped_bundle.py deletes this)."""
+    monkeypatch.setenv("DIODE_PACKAGE_MODELS", "0")
+
+
 @pytest.fixture(scope="session")
 def golden_cases():
     return json.loads((GOLDEN / "cases.json").read_text())

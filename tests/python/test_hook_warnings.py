@@ -166,7 +166,8 @@ def test_warning_reaches_stderr_without_logging_configured(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DIODE_", "TORCH_DIODE_"))}
     env.update(PYTHONPATH=os.path.join(root, "python") + os.pathsep + env.get("PYTHONPATH", ""),
-               DIODE_HARDWARE_KEY=HW, DIODE_CACHE_DIR=str(tmp_path / "empty-cache"))
+               DIODE_HARDWARE_KEY=HW, DIODE_CACHE_DIR=str(tmp_path / "empty-cache"),
+               DIODE_PACKAGE_MODELS="0")  # else the shipped H100 model is found
     code = "import torch_diode; torch_diode.install(); print('DONE', torch_diode.is_installed())"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "DONE True" in r.stdout, r.stderr

@@ -89,6 +89,8 @@ def list_available_models() -> list[dict[str, Any]]:
 
 
 def _name(c: sources.Candidate) -> str:
+    if c.source == "package":
+        return f"package/{os.path.basename(os.path.dirname(c.path))}/{c.version}"
     if c.source == "cache":
         return f"{os.path.basename(os.path.dirname(c.path))}/{c.version}"
     return os.path.basename(c.path.rstrip(os.sep)) or c.path
@@ -126,15 +128,18 @@ def _load_candidate(c: sources.Candidate, hw_key: str | None, verified: bool = F
     """Loads a candidate; a bundle is verified by the native client first (unless it just was)."""
     model_dir = c.path
     if c.is_bundle and not verified:
-        model_dir = sources.verify_bundle(c.path)
+        model_dir = sources.verify_shipped(c.path) if c.source == "package" else sources.verify_bundle(c.path)
     try:
         model = load_model_dir(model_dir)
     except ModelFormatError as e:
         raise sources.SourceError("model_invalid", str(e)) from None
     except Exception as e:  # torch failing to build the module, out of memory, ...
         raise sources.SourceError("model_load_failed", f"{type(e).__name__}: {e}") from None
+    model.source = c.source
+    model.bundle_version = c.version if c.version is not None else (
+        sources.bundle_version(c.path) if c.is_bundle else None)
     if hw_key and model.info.hardware_key != hw_key:
-        if c.source in ("hub", "cache"):
+        if c.source in ("hub", "cache", "package"):
             raise sources.SourceError("hardware_mismatch",
                                       f"{model_dir} is for {model.info.hardware_key}, this is {hw_key}")
         log.warning("torch_diode: model %s was trained for %s, this device is %s; using it as asked",
@@ -151,6 +156,14 @@ REMEDIES = {
     "no_model": "set DIODE_HUB_URL and DIODE_ROOT_PUBKEY to pull the newest signed model for this GPU, "
                 "or DIODE_MODEL to a model directory (docs/hook.md); TORCH_DIODE_AUTO_INSTALL=0 turns the "
                 "hook off",
+    "package_verification_failed": "the model shipped with torch_diode does not verify against the shipped "
+                                   "root key (files changed after install?): reinstall the package "
+                                   "(pip install --force-reinstall torch-diode-fleet) or set DIODE_HUB_URL",
+    "package_expired": "the signed metadata of the model shipped with torch_diode has expired: upgrade "
+                       "torch-diode-fleet, or set DIODE_HUB_URL to pull a current model",
+    "package_untrusted": "DIODE_ROOT_PUBKEY pins a root key the shipped models do not chain to: unset it to "
+                         "use the shipped models (verified against the package's release root key), or pull "
+                         "from your own hub (DIODE_HUB_URL)",
     "model_path_missing": "check the path given to install(model=...), register_model() or DIODE_MODEL",
     "model_path_invalid": "name a model directory (model.json + weights.msgpack) or a bundle directory "
                           "(bundle.json)",
@@ -171,8 +184,8 @@ REMEDIES = {
     "hub_pull_failed": "the hub answered with an error: check DIODE_HUB_URL, then retry later",
     "no_cached_model": "no verified bundle in the cache (DIODE_CACHE_DIR) and no hub set: set "
                        "DIODE_HUB_URL to pull one",
-    "hardware_mismatch": "the hub/cache model is for another GPU: check DIODE_HARDWARE_KEY, or remove "
-                         "that cache entry",
+    "hardware_mismatch": "the hub/cache/package model is for another GPU: check DIODE_HARDWARE_KEY, or "
+                         "remove that cache entry",
 }
 _warned: set[tuple[str, str]] = set()  # (reason, subject) already warned about in this process
 
@@ -189,12 +202,27 @@ def _warn_no_model(reason: str, detail: str, subject: str, warn: bool = True) ->
         log.debug("torch_diode: no model (%s): %s", reason, detail)
 
 
+def _warn_not_used(reason: str, detail: str, subject: str, used: LoadedModel) -> None:
+    """One WARNING per cause for a source that failed although a later one (the package)
+    gave a model: the message must not claim that Inductor's defaults are used."""
+    key = (reason, subject)
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("torch_diode: %s (%s): %s; using the model shipped with the package instead (%s version %s). "
+                    "To fix: %s", "model source not used", reason, detail, used.info.hardware_key,
+                    used.bundle_version, REMEDIES.get(reason, "see docs/hook.md, Fallbacks"))
+    else:
+        log.debug("torch_diode: model source not used (%s): %s", reason, detail)
+
+
 def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[LoadedModel | None, str]:
     """The model to use and "" -- or None and the reason of the last failure.
 
-    Each failure is counted in get_prediction_stats()["load_failures"] and warned about
-    once per cause with what to do. `quiet` (the import path) stays at debug only where
-    nothing was asked of the hook: no GPU and no DIODE_HUB_URL (e.g. `import
+    Order (docs/hook.md, *Where the model comes from*): a named path, the hub / cache, then
+    the bundle shipped in the package (also when it is newer than what the hub or cache
+    served). Each failure is counted in get_prediction_stats()["load_failures"] and warned
+    about once per cause with what to do. `quiet` (the import path) stays at debug only
+    where nothing was asked of the hook: no GPU and no DIODE_HUB_URL (e.g. `import
     torch_diode.wire` on a CPU machine).
     """
     hw_key = _hardware_key()
@@ -207,11 +235,17 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
         if os.environ.get(sources.ENV_MODEL):
             named.append(os.environ[sources.ENV_MODEL])
     reason = "no_model"
+    failed: list[tuple[sources.SourceError, str]] = []  # warned about once the outcome is known
 
     def fail(e: sources.SourceError, subject: str) -> str:
         _stats.count_load_failure(e.reason)
-        _warn_no_model(e.reason, e.detail, subject)
+        failed.append((e, subject))
         return e.reason
+
+    def none(why: str) -> tuple[None, str]:
+        for e, subject in failed:
+            _warn_no_model(e.reason, e.detail, subject)
+        return None, why
 
     for path in named:
         try:
@@ -219,24 +253,50 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
         except sources.SourceError as e:
             reason = fail(e, os.path.abspath(os.path.expanduser(path)))
     if named:
-        return None, reason  # a named model failed: do not silently use another one
+        return none(reason)  # a named model failed: do not silently use another one
     if not hw_key:
         _warn_no_model("no_hardware", "no CUDA/ROCm GPU hardware key (%s)" % get_detected_hardware().get(
             "reason", "no GPU detected"), "", warn=not quiet or bool(hub))
         return None, "no_hardware"
+    pulled: LoadedModel | None = None
     if hub or sources.cached_versions(hw_key):
         try:
             path, offline, note = sources.pull(hub, hw_key)
             if note:
                 log.info("torch_diode: %s", note)
-            c = sources.Candidate(path, "hub" if hub and not offline else "cache", True)
-            return _load_candidate(c, hw_key, verified=True), ""
+            c = sources.Candidate(path, "hub" if hub and not offline else "cache", True,
+                                  sources.bundle_version(path))
+            pulled = _load_candidate(c, hw_key, verified=True)
         except sources.SourceError as e:
             reason = fail(e, f"{hub or sources.cache_dir()} {hw_key}")
+    shipped = sources.shipped_bundle(hw_key)
+    if shipped is not None and (pulled is None or (pulled.bundle_version or 0) < (shipped.version or 0)):
+        try:
+            model = _load_candidate(shipped, hw_key)
+        except sources.SourceError as e:
+            if pulled is None:
+                reason = fail(e, shipped.path)
+            else:  # the hub/cache model is used; a deployment with its own root lands here
+                _stats.count_load_failure(e.reason)
+                log.info("torch_diode: the package's newer %s version %s is not used (%s): %s", hw_key,
+                         shipped.version, e.reason, e.detail)
+        else:
+            if pulled is not None:
+                log.info("torch_diode: the package ships %s version %s, newer than the %s's version %s: using it",
+                         hw_key, shipped.version, pulled.source, pulled.bundle_version)
+            for e, subject in failed:
+                _warn_not_used(e.reason, e.detail, subject, model)
+            return model, ""
+    if pulled is not None:
+        return pulled, ""
     if reason == "no_model":
+        keys = sources.shipped_hardware_keys()
+        shipped_note = (f"; the package ships models for {', '.join(keys)} only" if keys else
+                        "; the package ships no models" + (f" ({sources.ENV_PACKAGE}=0)"
+                                                           if not sources.package_enabled() else ""))
         _warn_no_model("no_model", f"no model for {hw_key} (no {sources.ENV_MODEL}, no {sources.ENV_HUB}, "
-                       f"nothing in {sources.cache_dir()})", hw_key)
-    return None, reason
+                       f"nothing in {sources.cache_dir()}{shipped_note})", hw_key)
+    return none(reason)
 
 
 def state_for(model_path: str | None, options: Options) -> HookState:
@@ -413,6 +473,10 @@ def get_prediction_stats() -> dict[str, Any]:
     s["installed"] = _install is not None
     s["model"] = st.model_path if st else None
     s["model_id"] = st.model_id if st and st.ranker else None
+    m = st.ranker.model if st and st.ranker else None
+    s["model_source"] = m.source if m else None        # explicit, env, hub, cache or package
+    s["model_version"] = m.bundle_version if m else None  # signed bundle version, None for a plain directory
+    s["model_hardware_key"] = m.info.hardware_key if m else None
     s["no_model_reason"] = st.no_model_reason if st and not st.ranker else None
     s["options"] = get_options()
     return s

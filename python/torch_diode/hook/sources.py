@@ -10,12 +10,20 @@
    ~/.cache/diode). When the hub is unreachable the client itself serves the cached
    current bundle after verifying it again; without a hub URL the hook asks it for the
    cache only.
+3. the package: the signed bundles shipped in torch_diode/bundles/<hardware_key>/<version>/
+   (python/release/release_bundles.sh puts them there), verified by the native client
+   against the shipped release root key torch_diode/bundles/root.pub -- or, if the user
+   pinned `DIODE_ROOT_PUBKEY`, against that key (a shipped bundle that does not chain to
+   it is refused: `package_untrusted`). Used when 1 and 2 give nothing, or when the
+   shipped version is newer than what the hub/cache served (same root, same registry).
+   `DIODE_PACKAGE_MODELS=0` turns this source and the shipped root key off.
 
 Trust is anchored at the pinned root key `DIODE_ROOT_PUBKEY` (64 hex characters or a
-file holding them). Signatures are checked only by the native library; when it or the
-root key is missing, bundles are refused (`native_unavailable`, `no_root_key`), never
-loaded unverified. Every failure is a `SourceError` with a short reason key that the
-caller counts and logs.
+file holding them); when it is unset, at the package's release root key (bundles/root.pub),
+so the release hub's newer bundles verify with no configuration. Signatures are checked
+only by the native library; when it or every root key is missing, bundles are refused
+(`native_unavailable`, `no_root_key`), never loaded unverified. Every failure is a
+`SourceError` with a short reason key that the caller counts and logs.
 """
 from __future__ import annotations
 
@@ -31,6 +39,11 @@ ENV_MODEL = "DIODE_MODEL"
 ENV_HUB = "DIODE_HUB_URL"
 ENV_CACHE = "DIODE_CACHE_DIR"
 ENV_ROOT_KEY = "DIODE_ROOT_PUBKEY"
+ENV_PACKAGE = "DIODE_PACKAGE_MODELS"
+
+# The shipped bundles and the release root key they chain to (python/release/).
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bundles")
+_HW_DIR = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 class SourceError(Exception):
@@ -43,7 +56,7 @@ class SourceError(Exception):
 @dataclass(frozen=True)
 class Candidate:
     path: str
-    source: str          # "explicit" | "hub" | "cache"
+    source: str          # "explicit" | "env" | "hub" | "cache" | "package"
     is_bundle: bool
     version: int | None = None
 
@@ -85,11 +98,38 @@ def _native() -> Any:
     return native
 
 
+def package_enabled() -> bool:
+    return os.environ.get(ENV_PACKAGE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def package_root_key() -> str | None:
+    """The shipped release root public key file, or None (none shipped, or DIODE_PACKAGE_MODELS=0)."""
+    p = os.path.join(PACKAGE_DIR, "root.pub")
+    return p if package_enabled() and os.path.isfile(p) else None
+
+
 def root_key() -> str:
+    """DIODE_ROOT_PUBKEY, else the package's release root key, else SourceError('no_root_key')."""
     key = os.environ.get(ENV_ROOT_KEY, "").strip()
-    if not key:
-        raise SourceError("no_root_key", f"{ENV_ROOT_KEY} is not set: bundles cannot be verified")
-    return key
+    if key:
+        return key
+    shipped = package_root_key()
+    if shipped:
+        return shipped
+    raise SourceError("no_root_key", f"{ENV_ROOT_KEY} is not set and the package ships no root key "
+                                     f"({ENV_PACKAGE}=0 or no {os.path.join(PACKAGE_DIR, 'root.pub')}): "
+                                     "bundles cannot be verified")
+
+
+def bundle_version(path: str) -> int | None:
+    """The `version` in a bundle directory's bundle.json (read after verification), or None."""
+    import json
+    try:
+        with open(os.path.join(path, "bundle.json"), "rb") as f:
+            v = json.loads(f.read(1 << 20))["signed"]["version"]
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    except Exception:
+        return None
 
 
 # The C client's message for a hub that has no index for the hardware key (http_fetch.cpp:
@@ -116,6 +156,31 @@ def verify_bundle(path: str) -> str:
         native.verify(path, key)
     except Exception as e:
         raise SourceError("verification_failed", f"{path}: {e}") from None
+    return path
+
+
+# The C client's message when no root in a bundle's chain lists the pinned key (trust.cpp).
+_NOT_CHAINED = "no root version lists the pinned root key"
+
+
+def verify_shipped(path: str) -> str:
+    """Verifies a shipped bundle against DIODE_ROOT_PUBKEY if the user pinned one (a bundle
+    not chaining to it is refused: package_untrusted), else against the shipped root key."""
+    native = _native()
+    pinned = os.environ.get(ENV_ROOT_KEY, "").strip()
+    key = pinned or package_root_key()
+    if not key:
+        raise SourceError("package_verification_failed",
+                          f"{path}: the package ships no root key ({os.path.join(PACKAGE_DIR, 'root.pub')})")
+    try:
+        native.verify(path, key)
+    except Exception as e:
+        msg = str(e)
+        if pinned and _NOT_CHAINED in msg:
+            raise SourceError("package_untrusted", f"{path} does not chain to {ENV_ROOT_KEY}: {msg}") from None
+        if "expired" in msg:
+            raise SourceError("package_expired", f"{path}: {msg}") from None
+        raise SourceError("package_verification_failed", f"{path}: {msg}") from None
     return path
 
 
@@ -165,6 +230,27 @@ def cached_versions(hardware_key: str) -> list[Candidate]:
     return out
 
 
+def shipped_hardware_keys() -> list[str]:
+    """Hardware keys the package ships a bundle for (empty with DIODE_PACKAGE_MODELS=0)."""
+    if not package_enabled() or not os.path.isdir(PACKAGE_DIR):
+        return []
+    return sorted(n for n in os.listdir(PACKAGE_DIR) if _HW_DIR.match(n) and shipped_bundle(n))
+
+
+def shipped_bundle(hardware_key: str) -> Candidate | None:
+    """The newest bundle the package ships for the hardware key (not yet verified), or None."""
+    if not package_enabled() or not _HW_DIR.match(hardware_key or ""):
+        return None
+    root = os.path.join(PACKAGE_DIR, hardware_key)
+    best = None
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            p = os.path.join(root, name)
+            if name.isdigit() and is_bundle_dir(p) and (best is None or int(name) > best.version):
+                best = Candidate(p, "package", True, int(name))
+    return best
+
+
 def candidates(hardware_key: str | None, explicit: list[str]) -> list[Candidate]:
     """What list_available_models() shows; resolution tries them in this order."""
     out: list[Candidate] = []
@@ -181,4 +267,7 @@ def candidates(hardware_key: str | None, explicit: list[str]) -> list[Candidate]
             log.debug("torch_diode: %s=%s skipped: %s", ENV_MODEL, env, e)
     if hardware_key:
         out.extend(cached_versions(hardware_key))
+        shipped = shipped_bundle(hardware_key)
+        if shipped:
+            out.append(shipped)
     return out

@@ -1,0 +1,278 @@
+"""The models shipped in the package (torch_diode/bundles/, python/release/release_bundles.sh):
+verified by the real native client against the shipped release root key, used by
+`import torch_diode` with no configuration, refused when tampered with or when the user
+pins a root key they do not chain to, and beaten by a newer hub bundle.
+
+Needs the C++ build (the `diode` CLI and libdiode_client.so): $DIODE_BUILD_DIR, else
+./build; the library may also be given as $DIODE_CLIENT_LIB.
+"""
+import functools
+import http.server
+import json
+import logging
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_diode  # noqa: E402
+from test_hook_model import write_model_dir  # noqa: E402
+from test_hook_native import _RegistryHandler  # noqa: E402
+from torch._inductor import config as inductor_config  # noqa: E402
+from torch_diode import native  # noqa: E402
+from torch_diode.hook import api, compat, sources  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DIODE_BUILD_DIR") or ROOT / "build")
+DIODE = BUILD / "cli" / "diode"
+LIB = pathlib.Path(os.environ.get("DIODE_CLIENT_LIB") or BUILD / "shared" / "bundle" / "libdiode_client.so")
+SHIPPED = ROOT / "python" / "torch_diode" / "bundles"
+H100 = "nvidia-h100-80gb"
+
+pytestmark = pytest.mark.skipif(not (DIODE.is_file() and LIB.is_file()),
+                                reason=f"C++ build (diode CLI, libdiode_client.so) not found in {BUILD} "
+                                       "(set DIODE_BUILD_DIR)")
+
+
+def shipped_versions():
+    """{hardware key: [bundle dirs]} of what the package ships."""
+    out = {}
+    for hw in sorted(p for p in SHIPPED.iterdir() if p.is_dir()):
+        out[hw.name] = sorted((d for d in hw.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+    return out
+
+
+def test_package_ships_h100_bundle_and_root_key():
+    assert (SHIPPED / "root.pub").is_file()
+    assert len((SHIPPED / "root.pub").read_text().strip()) == 64
+    v = shipped_versions()
+    assert H100 in v and len(v[H100]) == 1, v  # only the newest version ships
+    for hw, dirs in v.items():
+        assert len(dirs) == 1, (hw, dirs)
+        names = sorted(os.listdir(dirs[0]))
+        assert names == ["bundle.json", "model.json", "roots.json", "weights.msgpack"], names
+
+
+@pytest.mark.parametrize("hw", sorted(shipped_versions()) if SHIPPED.is_dir() else [])
+def test_diode_verify_accepts_every_shipped_bundle(hw):
+    """The release acceptance check: `diode verify` against the shipped root key."""
+    (bundle,) = shipped_versions()[hw]
+    r = subprocess.run([str(DIODE), "verify", str(bundle), "--root-key", str(SHIPPED / "root.pub")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.loads((bundle / "bundle.json").read_text())["signed"]
+    assert meta["hardware_key"] == hw and meta["version"] == int(bundle.name)
+
+
+def _clean_env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DIODE_", "TORCH_DIODE_"))}
+    env.update(PYTHONPATH=str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", ""),
+               DIODE_CLIENT_LIB=str(LIB), DIODE_CACHE_DIR=str(tmp_path / "empty-cache"), HOME=str(tmp_path))
+    env.update(extra)
+    return env
+
+
+_PROBE = ("import json, torch_diode; at_import = torch_diode.is_installed(); ok = torch_diode.install(); "
+          "s = torch_diode.get_prediction_stats(); "
+          "print('RESULT ' + json.dumps({'at_import': at_import, 'install': ok, 'source': s['model_source'], "
+          "'version': s['model_version'], 'hardware_key': s['model_hardware_key'], 'model': s['model'], "
+          "'reason': s['no_model_reason'], 'failures': s['load_failures']}))")
+
+
+def _probe(env):
+    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):]), r.stderr
+
+
+def test_import_with_only_the_hardware_key_uses_the_shipped_h100_model(tmp_path):
+    """The acceptance criterion: DIODE_HARDWARE_KEY=nvidia-h100-80gb, nothing else."""
+    (bundle,) = shipped_versions()[H100]
+    res, err = _probe(_clean_env(tmp_path, DIODE_HARDWARE_KEY=H100))
+    assert res["at_import"] is True and res["install"] is True, (res, err)
+    assert res["source"] == "package" and res["hardware_key"] == H100 and res["version"] == int(bundle.name)
+    assert os.path.realpath(res["model"]) == os.path.realpath(bundle)
+    assert res["failures"] == {}
+    assert "WARNING" not in err and "torch_diode:" not in err, err  # no configuration, no complaint
+
+
+def test_unknown_hardware_key_gets_no_model_with_a_clear_reason(tmp_path):
+    res, err = _probe(_clean_env(tmp_path, DIODE_HARDWARE_KEY="nvidia-a100-sxm4-40gb"))
+    assert res["install"] is False and res["source"] is None and res["reason"] == "no_model"
+    assert err.count("(no_model)") == 1, err
+    assert "nvidia-a100-sxm4-40gb" in err and f"the package ships models for {H100}" in err, err
+
+
+def test_package_models_off(tmp_path):
+    res, err = _probe(_clean_env(tmp_path, DIODE_HARDWARE_KEY=H100, DIODE_PACKAGE_MODELS="0"))
+    assert res["install"] is False and res["reason"] == "no_model"
+    assert "DIODE_PACKAGE_MODELS=0" in err
+
+
+# ---------------------------------------------------------------- in process
+
+@pytest.fixture
+def hook(monkeypatch, tmp_path):
+    api.uninstall()
+    cfg, tl = compat.get_choices_config(), compat.thread_handler()
+    compat.set_thread_handler(compat.MISSING)
+    inductor_config.inductor_choices_class = None
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setenv("DIODE_CLIENT_LIB", str(LIB))
+    monkeypatch.delenv(sources.ENV_PACKAGE)  # conftest turns the shipped models off
+    for k in (sources.ENV_MODEL, sources.ENV_HUB, sources.ENV_ROOT_KEY):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv(sources.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setitem(api._hw_cache, "hw", {"hardware_key": H100})
+    monkeypatch.setattr(api, "_registered", [])
+    monkeypatch.setattr(api, "_warned", set())
+    torch_diode.reset_prediction_stats()
+    yield tmp_path
+    api.uninstall()
+    inductor_config.inductor_choices_class = cfg
+    compat.set_thread_handler(tl)
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "torch_diode" and r.levelno >= logging.WARNING]
+
+
+def _package_copy(tmp, monkeypatch):
+    pkg = tmp / "bundles"
+    shutil.copytree(SHIPPED, pkg)
+    monkeypatch.setattr(sources, "PACKAGE_DIR", str(pkg))
+    return pkg
+
+
+def test_shipped_model_in_process(hook, caplog):
+    with caplog.at_level(logging.WARNING, logger="torch_diode"):
+        assert torch_diode.install() is True
+    s = torch_diode.get_prediction_stats()
+    assert s["model_source"] == "package" and s["model_hardware_key"] == H100
+    assert warnings_of(caplog) == [] and s["load_failures"] == {}
+    assert any(m["source"] == "package" for m in torch_diode.list_available_models())
+
+
+def test_tampered_shipped_bundle_is_refused(hook, monkeypatch, caplog):
+    pkg = _package_copy(hook, monkeypatch)
+    (bundle,) = [d for d in (pkg / H100).iterdir() if d.name.isdigit()]
+    w = bundle / "weights.msgpack"
+    data = bytearray(w.read_bytes())
+    data[-1] ^= 1
+    w.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="torch_diode"):
+        assert torch_diode.install() is False
+        assert torch_diode.install() is False
+    s = torch_diode.get_prediction_stats()
+    assert s["load_failures"] == {"package_verification_failed": 2}
+    assert s["no_model_reason"] == "package_verification_failed"
+    (msg,) = warnings_of(caplog)  # one warning per cause
+    assert "weights.msgpack" in msg and "reinstall the package" in msg
+
+
+def test_tampered_shipped_root_key_is_refused(hook, monkeypatch):
+    pkg = _package_copy(hook, monkeypatch)
+    keys = hook / "other-keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init"], check=True, capture_output=True)
+    shutil.copy(keys / "root.pub", pkg / "root.pub")
+    assert torch_diode.install() is False
+    assert torch_diode.get_prediction_stats()["load_failures"] == {"package_verification_failed": 1}
+
+
+def test_user_pinned_root_key_refuses_shipped_bundle(hook, monkeypatch, caplog):
+    keys = hook / "my-keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init"], check=True, capture_output=True)
+    monkeypatch.setenv(sources.ENV_ROOT_KEY, str(keys / "root.pub"))
+    with caplog.at_level(logging.WARNING, logger="torch_diode"):
+        assert torch_diode.install() is False
+    assert torch_diode.get_prediction_stats()["load_failures"] == {"package_untrusted": 1}
+    (msg,) = warnings_of(caplog)
+    assert "(package_untrusted)" in msg and "unset it" in msg
+
+
+def test_user_pinning_the_release_root_key_uses_shipped_bundle(hook, monkeypatch):
+    monkeypatch.setenv(sources.ENV_ROOT_KEY, (SHIPPED / "root.pub").read_text().strip())
+    assert torch_diode.install() is True
+    assert torch_diode.get_prediction_stats()["model_source"] == "package"
+
+
+# ---------------------------------------------------------------- hub versus package
+
+@pytest.fixture
+def own_release(hook, monkeypatch):
+    """A throw-away release: keys, a registry with versions 1 and 2 of a tiny H100 model,
+    and a package directory shipping version `shipped` of it with that root key."""
+    keys, reg = hook / "keys", hook / "registry"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init"], check=True, capture_output=True)
+
+    def publish(seed):
+        m = write_model_dir(str(hook / f"model{seed}"), seed=seed, hardware_key=H100)
+        subprocess.run([str(DIODE), "publish", "--model", m, "--registry", str(reg), "--keys", str(keys)],
+                       check=True, capture_output=True)
+
+    def ship(version):
+        pkg = hook / f"pkg{version}"
+        shutil.copytree(reg / H100 / str(version), pkg / H100 / str(version))
+        shutil.copy(keys / "root.pub", pkg / "root.pub")
+        monkeypatch.setattr(sources, "PACKAGE_DIR", str(pkg))
+
+    return publish, ship, reg
+
+
+def _serve(reg):
+    handler = functools.partial(_RegistryHandler, directory=str(reg))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_newer_hub_bundle_wins_and_shipped_root_key_verifies_it(own_release, monkeypatch):
+    publish, ship, reg = own_release
+    publish(1)
+    ship(1)
+    publish(2)
+    server = _serve(reg)
+    try:  # no DIODE_ROOT_PUBKEY: the hub's bundle verifies against the shipped root key
+        monkeypatch.setenv(sources.ENV_HUB, f"http://127.0.0.1:{server.server_address[1]}")
+        assert torch_diode.install() is True
+    finally:
+        server.shutdown()
+    s = torch_diode.get_prediction_stats()
+    assert (s["model_source"], s["model_version"]) == ("hub", 2) and s["load_failures"] == {}
+
+
+def test_newer_shipped_bundle_wins_over_older_cache(own_release, monkeypatch):
+    publish, ship, reg = own_release
+    publish(1)
+    server = _serve(reg)
+    try:
+        monkeypatch.setenv(sources.ENV_HUB, f"http://127.0.0.1:{server.server_address[1]}")
+        ship(1)
+        assert torch_diode.install() is True  # pulls version 1 into the cache
+        assert torch_diode.get_prediction_stats()["model_source"] == "hub"
+    finally:
+        server.shutdown()
+    monkeypatch.delenv(sources.ENV_HUB)
+    publish(2)
+    ship(2)  # a package upgrade ships version 2; the cache still has 1
+    assert torch_diode.install() is True
+    s = torch_diode.get_prediction_stats()
+    assert (s["model_source"], s["model_version"]) == ("package", 2)
+
+
+def test_unreachable_hub_falls_back_to_shipped_bundle_with_one_warning(hook, monkeypatch, caplog):
+    monkeypatch.setenv(sources.ENV_HUB, "http://127.0.0.1:9")  # discard port: connection refused
+    with caplog.at_level(logging.WARNING, logger="torch_diode"):
+        assert torch_diode.install() is True
+    s = torch_diode.get_prediction_stats()
+    assert s["model_source"] == "package" and s["load_failures"] == {"hub_unreachable": 1}
+    (msg,) = warnings_of(caplog)
+    assert "(hub_unreachable)" in msg and "using the model shipped with the package" in msg
+    assert "Inductor's default" not in msg
