@@ -1,8 +1,9 @@
 """Ranking speed of the Inductor hook (issue 19): old path vs new, one CPU core.
 
 The candidate list is Inductor's own EXHAUSTIVE mm space for H100 (torch_diode.collect.
-enumerate runs CUDAConfigHeuristic on CPU: 1,400 configs for fp16), as stand-ins of
-Inductor's KernelTemplateChoice (template uid, params.to_kwargs(), extra_kwargs). The model has the trained
+enumerate runs CUDAConfigHeuristic on CPU: 1,400 configs for fp16), as real
+KernelTemplateChoices built by Inductor's make_ktc_generator (DictKernelTemplateParams,
+shared extra_kwargs; a stand-in template object). The model has the trained
 architecture (hidden 64, 2 blocks, SiLU, docs/model-format.md) with random weights:
 speed does not depend on the weights.
 
@@ -10,8 +11,10 @@ Times, per problem, the whole ranking path of the hook (reading the KTCs, predic
 lookup, features, forward, top-k/threshold selection, margin) of
   old: extract.config_from_ktc + hook.ranking.ReferenceRanker (KernelConfig per KTC,
        features.py per config, Python sort: the path before issue 19)
-  new: extract.config_keys_from_ktcs + hook.ranking.Ranker.rank_keys (a tuple per KTC, feature
-       columns cached per config and gathered with numpy, one batched forward, argsort)
+  new: extract.config_keys_from_ktcs + hook.ranking.Ranker.rank_keys (a tuple per KTC, read
+       from the params' dict without to_kwargs() and found again by its values; standardised
+       feature columns cached per config and gathered with numpy, one batched forward in
+       reused buffers, argsort)
 for three cases:
   cold   the first problem of the process (nothing cached, first forward of the module)
   miss   a new problem later on (prediction-cache miss: features + forward + select)
@@ -46,28 +49,20 @@ from torch_diode.wire import KernelConfig, Problem  # noqa: E402
 _wall = time.perf_counter
 
 
-class _KTC:
-    """What the handler reads from an Inductor KernelTemplateChoice (as bench/hook_end_to_end.py)."""
-
-    class _Params:
-        def __init__(self, kw):
-            self._kw = kw
-
-        def to_kwargs(self):
-            return dict(self._kw)
-
-    class _Template:
-        uid = "triton::mm"
-
-    def __init__(self, kw):
-        self.template = self._Template()
-        self.params = self._Params(kw)
-        self.extra_kwargs = {"ALLOW_TF32": False}
+class _Template:
+    uid = "triton::mm"
 
 
 def candidate_list(dtype_bytes: int = 2) -> list:
-    """Inductor's EXHAUSTIVE triton::mm configs for H100 as KTC stand-ins."""
-    return [_KTC(kw) for kw in mm_configs(4096, 4096, 4096, dtype_bytes, "EXHAUSTIVE")]
+    """Inductor's EXHAUSTIVE triton::mm configs for H100 as real KernelTemplateChoices:
+    Inductor's own make_ktc_generator (what InductorChoices.get_ktc returns) over the
+    configs, so each carries a DictKernelTemplateParams and the template's shared
+    extra_kwargs, as the hook sees them (a stand-in template: no layout / inputs on CPU)."""
+    from torch._inductor.kernel_template_choice import make_ktc_generator
+    from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+    kws = mm_configs(4096, 4096, 4096, dtype_bytes, "EXHAUSTIVE")
+    return list(make_ktc_generator(_Template(), (DictKernelTemplateParams(kw) for kw in kws),
+                                   {"ALLOW_TF32": False}, {}, None, None))
 
 
 def problems(n: int, seed: int = 0) -> list[Problem]:
@@ -125,6 +120,7 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
         # each path ranks every problem in turn (as the hook would, warm CPU caches),
         # the results are compared afterwards
         old, new = ReferenceRanker(model), Ranker(model)
+        extract._KEY_CACHE.clear()  # as in a fresh process: `cold` builds every config key
         got = {"old": [], "new": []}
         for i, p in enumerate(probs):
             for case in (("cold" if i == 0 else "miss"), "hit"):

@@ -19,6 +19,8 @@ bind_finalize_args(m, a, kw)   a finalize call's arguments by parameter name
 mm_scalars(kernel_inputs)      alpha / beta of addmm / baddbmm
 install_choices(cls)           context manager: Inductor uses `cls` for the duration
 ktc_params(ktc) -> dict        the per-config template kwargs (`.params.to_kwargs()` / `.kwargs`)
+ktc_params_views(ktcs)         the same kwargs of many KTCs without copying them (read-only), or
+                               None where a KTC's params is not Inductor's plain dict params
 ktc_extra(ktc) -> dict         per-op kwargs (ALLOW_TF32, epilogue_fn, ...)
 ktc_template_uid(ktc) -> str   e.g. "triton::mm", "aten::mm"
 choice_ktc(choice)             the KTC a ChoiceCaller was built from, or None
@@ -42,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import operator
 import threading
 from typing import Any, Callable
 
@@ -211,6 +214,54 @@ def ktc_params(ktc) -> dict:
     if hasattr(ktc, "kwargs"):
         return dict(ktc.kwargs)
     raise UnsupportedTorch("KernelTemplateChoice has neither .params nor .kwargs")
+
+
+_DICT_PARAMS: Any = None   # DictKernelTemplateParams when its to_kwargs() is a copy of .kwargs, else False
+_get_params = operator.attrgetter("params")
+_get_kwargs = operator.attrgetter("kwargs")
+
+
+def _dict_params_class():
+    """Inductor's DictKernelTemplateParams, if this torch has it and its to_kwargs() returns
+    a plain copy of its `.kwargs` dict (2.10-2.13; checked once on a probe, so a torch whose
+    to_kwargs() starts adding defaults or converting values falls back to to_kwargs())."""
+    global _DICT_PARAMS
+    if _DICT_PARAMS is None:
+        cls = False
+        try:
+            from torch._inductor.template_heuristics.params import DictKernelTemplateParams as D
+            probe = {"BLOCK_M": 64, "EVEN_K": True}
+            p = D(probe)
+            if isinstance(getattr(p, "kwargs", None), dict) and p.to_kwargs() == probe == p.kwargs:
+                cls = D
+        except Exception:  # moved or changed: every KTC goes through to_kwargs()
+            pass
+        _DICT_PARAMS = cls
+    return _DICT_PARAMS
+
+
+def ktc_params_views(ktcs: list) -> list[dict] | None:
+    """[ktc_params(k) for k in ktcs] without the copies: each KTC's own kwargs dict, which
+    the caller must not modify. None unless every KTC's params is exactly Inductor's
+    DictKernelTemplateParams (what make_ktc_generator builds for every template on 2.10-2.13):
+    a subclass, or another params class, may compute its kwargs, so those
+    are read with ktc_params().
+
+    Why: the hook reads ~1,400 KTCs per GEMM in the EXHAUSTIVE space; to_kwargs() copies
+    a dict per KTC and is a Python call, ~0.1 ms of the hook's ~2 ms budget. Inductor builds
+    new params objects for every problem (make_ktc_generator), so there is nothing to cache
+    per params object; reading `.kwargs` is the saving."""
+    cls = _dict_params_class()
+    if not cls:
+        return None
+    try:
+        params = list(map(_get_params, ktcs))
+    except AttributeError:
+        return None
+    # C-level loops (map / set): a Python loop over 1,400 KTCs would cost what we save
+    if set(map(type, params)) != {cls}:
+        return None
+    return list(map(_get_kwargs, params))  # the class was probed: .kwargs is its kwargs mapping
 
 
 def ktc_extra(ktc) -> dict:

@@ -126,3 +126,86 @@ def test_config_key_from_ktc_equals_key_of_config_from_ktc():
     key = extract.config_keys_from_ktcs([FakeKTC("triton::mm", np_kw)])[0]
     want = config_key(extract.config_from_ktc(FakeKTC("triton::mm", kws[0])))
     assert key == want and hash(key) == hash(want)
+
+
+def _inductor_ktcs(uid, kws, extra):
+    """Real KernelTemplateChoices, as InductorChoices.get_ktc builds them: Inductor's
+    make_ktc_generator over DictKernelTemplateParams (no layout / inputs needed on CPU)."""
+    kc = pytest.importorskip("torch._inductor.kernel_template_choice")
+    from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+
+    class Template:
+        pass
+    t = Template()
+    t.uid = uid
+    return list(kc.make_ktc_generator(t, (DictKernelTemplateParams(kw) for kw in kws), extra, {}, None, None))
+
+
+def test_compat_params_views_equal_to_kwargs_on_real_ktcs():
+    from torch_diode import inductor_compat as ic
+    ktcs = _inductor_ktcs("triton::mm", mm_configs(1024, 1024, 1024, 2, "EXHAUSTIVE"), {"ALLOW_TF32": False})
+    views = ic.ktc_params_views(ktcs)
+    assert views is not None, "this torch's DictKernelTemplateParams is no longer read directly"
+    assert views == [ic.ktc_params(k) for k in ktcs] == [k.params.to_kwargs() for k in ktcs]
+    # another params class (here a subclass that could compute its kwargs): no views
+    from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+
+    class Other(DictKernelTemplateParams):
+        def to_kwargs(self):
+            return {**self.kwargs, "GROUP_M": 4}
+    ktcs[3].params = Other(ktcs[3].params.kwargs)
+    assert ic.ktc_params_views(ktcs) is None
+    assert ic.ktc_params_views([object()]) is None and ic.ktc_params_views([]) is None
+
+
+def test_fast_config_keys_equal_to_kwargs_path_on_real_ktcs(monkeypatch):
+    from torch_diode.hook import extract
+    from torch_diode.hook.ranking import config_key
+
+    def slow(ktcs):  # the reference: a KernelConfig per KTC, through to_kwargs()
+        return [config_key(extract.config_from_ktc(k)) for k in ktcs]
+
+    kws = mm_configs(1024, 1024, 1024, 2, "EXHAUSTIVE")
+    mm = _inductor_ktcs("triton::mm", kws, {"ALLOW_TF32": False})
+    tf = _inductor_ktcs("triton::mm", kws[:50], {"ALLOW_TF32": True, "epilogue_fn": None})
+    bmm = _inductor_ktcs("triton::bmm", [{**kw, "ALLOW_TF32": True} for kw in kws[:40]], {})  # from params
+    tma = _inductor_ktcs("triton::mm_persistent_tma",
+                         [{**kw, "ACC_TYPE": "tl.float32", "USE_FAST_ACCUM": i % 2 == 0, "NUM_SMS": 132}
+                          for i, kw in enumerate(kws[:30])], {"ALLOW_TF32": None})
+    odd = _inductor_ktcs("triton::mm", [kws[0], {**kws[1], "ACC_TYPE": "tl.float16"},
+                                        {k: v for k, v in kws[2].items() if k != "GROUP_M"},
+                                        {k: np.int64(v) for k, v in kws[3].items() if k != "EVEN_K"},
+                                        {"BLOCK_M": 64.0, **{k: v for k, v in kws[4].items() if k != "BLOCK_M"}}],
+                         {"ALLOW_TF32": False})
+    npy = _inductor_ktcs("triton::mm", [{k: (np.bool_(v) if k == "EVEN_K" else np.int64(v)) for k, v in kw.items()}
+                                        for kw in kws[:20]], {"ALLOW_TF32": False})
+    monkeypatch.setattr(extract, "_KEY_CACHE", {})
+    for ktcs in (mm, mm, tf + mm + bmm, tma + mm + tma, odd, odd, mm[:1], bmm + odd, npy, mm + npy):
+        want = slow(ktcs)
+        got = extract.config_keys_from_ktcs(ktcs)
+        assert got == want
+        assert [hash(k) for k in got] == [hash(k) for k in want]
+        assert extract._config_keys_slow(ktcs) == want
+    # a config seen before is the very key object built the first time (cheap table lookups)
+    again = _inductor_ktcs("triton::mm", kws, {"ALLOW_TF32": False})
+    assert all(a is b for a, b in zip(extract.config_keys_from_ktcs(mm), extract.config_keys_from_ktcs(again)))
+    with pytest.raises(extract.Unsupported):
+        extract.config_keys_from_ktcs(mm[:3] + _inductor_ktcs("triton::mm", [{"num_stages": 2, "x": 1}], {}))
+    # the cache is bounded: past _KEY_CACHE_MAX it starts again
+    monkeypatch.setattr(extract, "_KEY_CACHE_MAX", 10)
+    assert extract.config_keys_from_ktcs(mm) == slow(mm)   # all known: nothing added
+    new = _inductor_ktcs("triton::mm_plus_mm", kws[:50], {})
+    assert extract.config_keys_from_ktcs(new) == slow(new)
+    assert sum(map(len, extract._KEY_CACHE.values())) == len(new)
+
+
+@pytest.mark.parametrize("activation", ["silu", "relu"])
+def test_forward_into_is_bit_identical_to_forward(tmp_path, activation):
+    m = load_model_dir(write_model_dir(str(tmp_path / "m"), hidden=64, blocks=2, activation=activation))
+    bufs = []
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for n in (1400, 7, 1400, 2000, 1):   # buffers grown and reused for fewer rows
+            x = torch.randn(n, m.module.input.in_features, generator=g)
+            assert torch.equal(m.module.forward_into(x, bufs), m.module(x))
+    assert bufs[0].shape[0] == 2000

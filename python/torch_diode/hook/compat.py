@@ -32,6 +32,7 @@ from ..inductor_compat import (  # noqa: F401  (re-exports)
     finalize_hook_name,
     ktc_extra,
     ktc_params,
+    ktc_params_views,
     ktc_template_uid,
     require_supported_torch,
     set_thread_handler,

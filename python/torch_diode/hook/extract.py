@@ -12,6 +12,8 @@ The mapping follows docs/wire-format.md field by field:
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Any
 
 from ..wire import DTYPES, OPS, KernelConfig, Problem
@@ -112,33 +114,105 @@ def config_key_from_ktc(ktc: Any) -> tuple:
         raise Unsupported("config_without_blocks") from e
 
 
-def config_keys_from_ktcs(ktcs: list) -> list[tuple]:
-    """[config_key_from_ktc(k) for k in ktcs], in one loop with no per-KTC dict copies
-    (the hook's hot path: ~1,400 KTCs per GEMM in the EXHAUSTIVE space)."""
+def _key_from_kwargs(uid: str, kw: dict, extra: dict) -> tuple:
+    """config_key_from_ktc() of a KTC of template `uid` with params `kw` and extra kwargs
+    `extra` (KeyError where a block size is missing). The one definition both paths of
+    config_keys_from_ktcs() use."""
+    get = kw.get
+    acc = get("ACC_TYPE")
+    # no int(): Inductor's sizes are ints already, and any other integer type
+    # (numpy, sympy Integer) compares and hashes equal to its int() and converts
+    # to float for the features; flags go through bool() (a sympy boolean would not)
+    return (uid, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], get("GROUP_M", 8), kw["num_stages"],
+            kw["num_warps"], bool(get("EVEN_K", False)),
+            bool(extra.get("ALLOW_TF32", get("ALLOW_TF32", False))),
+            bool(get("USE_FAST_ACCUM", False)), "" if acc is None else _acc_type(acc), ())
+
+
+def _config_keys_slow(ktcs: list) -> list[tuple]:
+    """config_keys_from_ktcs() through to_kwargs() (params other than Inductor's plain dict)."""
     out = []
     append = out.append
     uids: dict[int, str] = {}
+    for ktc in ktcs:
+        t = ktc.template
+        uid = uids.get(id(t))
+        if uid is None:
+            uid = uids[id(t)] = compat.ktc_uid(ktc)
+        p = getattr(ktc, "params", None)
+        kw = p.to_kwargs() if p is not None and hasattr(p, "to_kwargs") else compat.ktc_kwargs(ktc)
+        append(_key_from_kwargs(uid, kw, getattr(ktc, "extra_kwargs", None) or {}))
+    return out
+
+
+# (uid, extra kwargs' ALLOW_TF32 or None, kwargs names in order) -> {kwargs values: key}.
+# Inductor offers the same few thousand configs for every GEMM but as new dicts each time;
+# the values tuple (one C call: itemgetter) finds the key built before, so a known config
+# costs no Python per field, and equal configs share one key object, which makes the
+# ranker's table lookup an identity compare. Values compare and hash like the key fields
+# they become (16 == 16.0 == np.int64(16); flags through bool()), so the cached key equals
+# the key _key_from_kwargs() would build now.
+_KEY_CACHE: dict[tuple, dict[tuple, tuple]] = {}
+_KEY_CACHE_MAX = 1 << 16   # keys over all entries; cleared past this (a bound, never reached in practice)
+_template_and_extra = operator.attrgetter("template", "extra_kwargs")
+
+
+def _keys_of_run(ktc0: Any, extra: Any, kws: list[dict]) -> list[tuple]:
+    """Keys of consecutive KTCs sharing one template and one extra_kwargs dict (what one
+    make_ktc_generator call yields), given their kwargs dicts."""
+    uid = compat.ktc_uid(ktc0)
+    extra = extra or {}
+    names = tuple(kws[0])
+    n = len(names)
+    # itemgetter(*names) reads only these names: every dict must have exactly them (same
+    # length + no KeyError = same key set); a single name would not give a tuple
+    if n < 2 or set(map(len, kws)) != {n}:
+        return [_key_from_kwargs(uid, kw, extra) for kw in kws]
+    # the only extra kwarg a key reads; present (even as None) it overrides the params'
+    tf = bool(extra["ALLOW_TF32"]) if "ALLOW_TF32" in extra else None
     try:
-        for ktc in ktcs:
-            t = ktc.template
-            uid = uids.get(id(t))
-            if uid is None:
-                uid = uids[id(t)] = compat.ktc_uid(ktc)
-            p = getattr(ktc, "params", None)
-            kw = p.to_kwargs() if p is not None and hasattr(p, "to_kwargs") else compat.ktc_kwargs(ktc)
-            extra = getattr(ktc, "extra_kwargs", None) or {}
-            get = kw.get
-            acc = get("ACC_TYPE")
-            # no int(): Inductor's sizes are ints already, and any other integer type
-            # (numpy, sympy Integer) compares and hashes equal to its int() and converts
-            # to float for the features; flags go through bool() (a sympy boolean would not)
-            append((uid, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], get("GROUP_M", 8), kw["num_stages"],
-                    kw["num_warps"], bool(get("EVEN_K", False)),
-                    bool(extra.get("ALLOW_TF32", get("ALLOW_TF32", False))),
-                    bool(get("USE_FAST_ACCUM", False)), "" if acc is None else _acc_type(acc), ()))
+        values = list(map(operator.itemgetter(*names), kws))
+        cache = _KEY_CACHE.get((uid, tf, names))
+        keys = list(map(cache.get, values)) if cache is not None else [None]
+    except (KeyError, TypeError):  # another key set, or an unhashable value
+        return [_key_from_kwargs(uid, kw, extra) for kw in kws]
+    if None in keys:
+        if sum(map(len, _KEY_CACHE.values())) > _KEY_CACHE_MAX:  # a few entries: cheap, misses only
+            _KEY_CACHE.clear()
+        cache = _KEY_CACHE.setdefault((uid, tf, names), {})
+        for v, kw in zip(values, kws):
+            if v not in cache:
+                cache[v] = _key_from_kwargs(uid, kw, extra)
+        keys = list(map(cache.__getitem__, values))
+    return keys
+
+
+def config_keys_from_ktcs(ktcs: list) -> list[tuple]:
+    """[config_key_from_ktc(k) for k in ktcs]: the hook's hot path (~1,400 KTCs per GEMM
+    in the EXHAUSTIVE space, goal: the whole ranking in 2 ms, issue 19).
+
+    Inductor's plain dict params are read without to_kwargs() copies
+    (inductor_compat.ktc_params_views), and a config seen before is found by its values
+    (_KEY_CACHE) rather than rebuilt field by field; other params go through to_kwargs()."""
+    try:
+        kws = compat.ktc_params_views(ktcs) if ktcs else None
+        te = list(map(_template_and_extra, ktcs)) if kws is not None else None
+    except AttributeError:  # a KTC without extra_kwargs (old torch, test fakes)
+        kws = te = None
+    try:
+        if kws is None:
+            return _config_keys_slow(ktcs)
+        if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
+            return _keys_of_run(ktcs[0], te[0][1], kws)
+        out: list[tuple] = []
+        start = 0
+        for _, run in itertools.groupby(te):
+            n = len(list(run))
+            out += _keys_of_run(ktcs[start], te[start][1], kws[start:start + n])
+            start += n
+        return out
     except KeyError as e:
         raise Unsupported("config_without_blocks") from e
-    return out
 
 
 def is_rankable(ktc: Any) -> bool:

@@ -193,8 +193,14 @@ class _ConfigTable:
     columns that depend on the problem too (tiles, waves, waste, k iterations) are
     computed per distinct block size and gathered."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, standardise: tuple[np.ndarray, np.ndarray] | None = None):
         self.spec = spec
+        # (mean, stddev) float64 per column: every column is stored and returned already
+        # standardised, f32((f64(f32 raw) - mean) / sd), the expression Ranker applied to the
+        # whole matrix before (elementwise, so applying it to a column of the per-config table,
+        # or to a small per-block-size table before gathering, gives the same bits). A miss
+        # then standardises only the few dozen distinct per-problem values, not 1,400 x n.
+        self._std = standardise
         self.index: dict[tuple, int] = {}
         self.n = 0
         nt = len(spec.templates)
@@ -205,6 +211,15 @@ class _ConfigTable:
         self.values: list[list[float]] = [[], [], []]   # distinct BLOCK_M, BLOCK_N, BLOCK_K (as used)
         self._codes: list[dict[float, int]] = [{}, {}, {}]
         self.code = np.empty((0, 3), dtype=np.intp)
+
+    def _z(self, col, v) -> np.ndarray:
+        """Raw values `v` of feature column(s) `col` (an index or a slice) -> float32,
+        standardised if the table is."""
+        v32 = np.asarray(v, dtype=np.float32)   # the raw feature is a float32 (features._f32)
+        if self._std is None:
+            return v32
+        mean, sd = self._std
+        return ((v32.astype(np.float64) - mean[col]) / sd[col]).astype(np.float32)
 
     def rows(self, configs: list) -> np.ndarray:
         """Row of each config, registering the new ones (one hash per config)."""
@@ -243,13 +258,15 @@ class _ConfigTable:
         col = np.fromiter((tcol.get(k[0], -1) for k in keys), dtype=np.intp, count=len(keys))
         known = col >= 0
         static[np.flatnonzero(known), col[known]] = 1.0
+        static[:, :8] = self._z(_STATIC_COLS, static[:, :8])
+        static[:, 8:] = self._z(slice(_ONE_HOT, None), static[:, 8:])
         self.static = np.concatenate([self.static, static])
         for b in self.sizes:  # same expressions, same order of operations as features.raw_features
             smem = (bm * bk + bk * bn) * b * np.maximum(1.0, st)
             ti = (2.0 * bm * bn * bk) / ((bm * bk + bk * bn) * b)
-            self.smem[b] = np.concatenate([self.smem[b], _log2_distinct(smem).astype(np.float32)])
+            self.smem[b] = np.concatenate([self.smem[b], self._z(_SMEM, _log2_distinct(smem))])
             self.tile_int[b] = np.concatenate([self.tile_int[b],
-                                               _log2_distinct(ti, floor_one=False).astype(np.float32)])
+                                               self._z(_TILE_INT, _log2_distinct(ti, floor_one=False))])
         code = np.empty((len(keys), 3), dtype=np.intp)
         for j, col in enumerate((bm, bn, bk)):
             d, vals = self._codes[j], self.values[j]
@@ -267,11 +284,13 @@ class _ConfigTable:
         self.n += len(keys)
 
     def raw_features(self, p: Problem, rows: np.ndarray) -> np.ndarray:
-        """features.raw_features of the configs at `rows` for problem p, float32 [len(rows), n]."""
+        """features.raw_features of the configs at `rows` for problem p, float32 [len(rows), n]
+        (standardised if the table is)."""
         spec = self.spec
+        z = self._z
         out = np.empty((len(rows), len(spec.names)), dtype=np.float32)
         # the problem's 12 features: computed by the reference itself, broadcast
-        out[:, _PROBLEM_COLS] = np.asarray(raw_features(spec, p, KernelConfig())[_PROBLEM_COLS], dtype=np.float32)
+        out[:, _PROBLEM_COLS] = z(_PROBLEM_COLS, raw_features(spec, p, KernelConfig())[_PROBLEM_COLS])
         if not len(rows):
             return out
         m, n, k, b = float(p.m), float(p.n), float(p.k), float(p.batch)
@@ -281,16 +300,17 @@ class _ConfigTable:
         bms, bns, bks = self.values
         cdm = [_cdiv(m, v) for v in bms]
         cdn = [_cdiv(n, v) for v in bns]
-        m_waste = np.asarray([c * v / m - 1.0 for c, v in zip(cdm, bms)])
-        n_waste = np.asarray([c * v / n - 1.0 for c, v in zip(cdn, bns)])
+        # (standardised here, on the few distinct values, then gathered)
+        m_waste = z(_M_WASTE, [c * v / m - 1.0 for c, v in zip(cdm, bms)])
+        n_waste = z(_N_WASTE, [c * v / n - 1.0 for c, v in zip(cdn, bns)])
         tiles = [[b * x * y for y in cdn] for x in cdm]
         waves = [[_cdiv(t, sms) for t in row] for row in tiles]
-        lg_tiles = np.asarray([[_lg(t) for t in row] for row in tiles])
-        lg_waves = np.asarray([[_lg(w) for w in row] for row in waves])
-        eff = np.asarray([[t / (w * sms) for t, w in zip(rt, rw)] for rt, rw in zip(tiles, waves)])
+        lg_tiles = z(_TILES, [[_lg(t) for t in row] for row in tiles])
+        lg_waves = z(_WAVES, [[_lg(w) for w in row] for row in waves])
+        eff = z(_WAVE_EFF, [[t / (w * sms) for t, w in zip(rt, rw)] for rt, rw in zip(tiles, waves)])
         k_iters = [_cdiv(k, v) for v in bks]
-        k_waste = np.asarray([ki * v / k - 1.0 for ki, v in zip(k_iters, bks)])
-        lg_k_iters = np.asarray([_lg(ki) for ki in k_iters])
+        k_waste = z(_K_WASTE, [ki * v / k - 1.0 for ki, v in zip(k_iters, bks)])
+        lg_k_iters = z(_K_ITERS, [_lg(ki) for ki in k_iters])
         code = self.code[rows]
         im, in_, ik = code[:, 0], code[:, 1], code[:, 2]
         static = self.static[rows]
@@ -340,32 +360,31 @@ class Ranker:
         self.model = model
         self.spec = model.info.feature_spec
         mean, sd = _standardisation(self.spec)
-        self._mean = np.asarray(mean, dtype=np.float64)
-        self._sd = np.asarray(sd, dtype=np.float64)
-        self._table = _ConfigTable(self.spec)
+        std = (np.asarray(mean, dtype=np.float64), np.asarray(sd, dtype=np.float64)) if self.spec.mean else None
+        self._table = _ConfigTable(self.spec, std)   # features come out standardised
+        self._bufs: list = []   # the module's forward buffers (ResidualMLP.forward_into), under _lock
         # problem -> predicted score (float32, as the model computes it) per table row
         # (NaN: not predicted yet)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-
-    def _normalise(self, raw: np.ndarray) -> np.ndarray:
-        if not self.spec.mean:
-            return raw
-        return ((raw.astype(np.float64) - self._mean) / self._sd).astype(np.float32)
+        self._forward_lock = threading.Lock()   # _forward is also called outside _lock (tests)
 
     def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
         """Normalised float32 features, [len(configs), n]: (raw - mean) / stddev as in features.py."""
         with self._lock:
-            raw = self._table.raw_features(problem, self._table.rows(configs))
-        return torch.from_numpy(self._normalise(raw))
+            x = self._table.raw_features(problem, self._table.rows(configs))
+        return torch.from_numpy(x)
 
     def _forward(self, x: np.ndarray | torch.Tensor) -> np.ndarray:
         # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
         # run on real tensors, outside autograd.
         from torch.utils._python_dispatch import _disable_current_modes
+        module = self.model.module
+        into = getattr(module, "forward_into", None)
         with _disable_current_modes(), torch.no_grad():
             t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
-            y = self.model.module(t).numpy()
+            with self._forward_lock:  # forward_into's buffers are the Ranker's
+                y = (into(t, self._bufs) if into is not None else module(t)).numpy().copy()
         if not np.isfinite(y).all():
             raise FloatingPointError("model produced a non-finite prediction")
         return y
@@ -401,7 +420,7 @@ class Ranker:
                     # first-offered order (the batch the reference forwards)
                     u, first = np.unique(missing, return_index=True)
                     todo = u[np.argsort(first, kind="stable")]
-                x = self._normalise(self._table.raw_features(problem, todo))
+                x = self._table.raw_features(problem, todo)
                 t2 = time.perf_counter()
                 cached[todo] = self._forward(x)
                 t3 = time.perf_counter()
