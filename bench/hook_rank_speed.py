@@ -13,8 +13,8 @@ lookup, features, forward, top-k/threshold selection, margin) of
        features.py per config, Python sort: the path before issue 19)
   new: extract.config_keys_from_ktcs + hook.ranking.Ranker.rank_keys (a tuple per KTC, read
        from the params' dict without to_kwargs() and found again by its values; standardised
-       feature columns cached per config and gathered with numpy, one batched forward in
-       reused buffers, argsort)
+       feature columns cached per config and gathered with numpy, one batched forward,
+       argsort)
 for three cases:
   cold   the first problem of the process (nothing cached, first forward of the module)
   miss   a new problem later on (prediction-cache miss: features + forward + select)

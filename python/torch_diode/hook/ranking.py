@@ -362,12 +362,10 @@ class Ranker:
         mean, sd = _standardisation(self.spec)
         std = (np.asarray(mean, dtype=np.float64), np.asarray(sd, dtype=np.float64)) if self.spec.mean else None
         self._table = _ConfigTable(self.spec, std)   # features come out standardised
-        self._bufs: list = []   # the module's forward buffers (ResidualMLP.forward_into), under _lock
         # problem -> predicted score (float32, as the model computes it) per table row
         # (NaN: not predicted yet)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self._forward_lock = threading.Lock()   # _forward is also called outside _lock (tests)
 
     def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
         """Normalised float32 features, [len(configs), n]: (raw - mean) / stddev as in features.py."""
@@ -379,12 +377,9 @@ class Ranker:
         # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
         # run on real tensors, outside autograd.
         from torch.utils._python_dispatch import _disable_current_modes
-        module = self.model.module
-        into = getattr(module, "forward_into", None)
         with _disable_current_modes(), torch.no_grad():
             t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
-            with self._forward_lock:  # forward_into's buffers are the Ranker's
-                y = (into(t, self._bufs) if into is not None else module(t)).numpy().copy()
+            y = self.model.module(t).numpy()
         if not np.isfinite(y).all():
             raise FloatingPointError("model produced a non-finite prediction")
         return y
