@@ -218,7 +218,7 @@ def ktc_params(ktc) -> dict:
 
 _DICT_PARAMS: Any = None   # DictKernelTemplateParams when its to_kwargs() is a copy of .kwargs, else False
 _get_params = operator.attrgetter("params")
-_get_kwargs = operator.attrgetter("kwargs")
+_get_params_kwargs = operator.attrgetter("params.kwargs")
 
 
 def _dict_params_class():
@@ -254,14 +254,13 @@ def ktc_params_views(ktcs: list) -> list[dict] | None:
     cls = _dict_params_class()
     if not cls:
         return None
+    # C-level loops (map / set): a Python loop over 1,400 KTCs would cost what we save
     try:
-        params = list(map(_get_params, ktcs))
+        if set(map(type, map(_get_params, ktcs))) != {cls}:
+            return None
     except AttributeError:
         return None
-    # C-level loops (map / set): a Python loop over 1,400 KTCs would cost what we save
-    if set(map(type, params)) != {cls}:
-        return None
-    return list(map(_get_kwargs, params))  # the class was probed: .kwargs is its kwargs mapping
+    return list(map(_get_params_kwargs, ktcs))  # the class was probed: .kwargs is its kwargs mapping
 
 
 def ktc_extra(ktc) -> dict:

@@ -203,11 +203,13 @@ class _ConfigTable:
         self._std = standardise
         self.index: dict[tuple, int] = {}
         self.n = 0
-        nt = len(spec.templates)
-        self.static = np.empty((0, 8 + nt), dtype=np.float32)
         self.sizes = sorted(set(float(v) for v in _DTYPE_BYTES.values()))
-        self.smem = {b: np.empty(0, dtype=np.float32) for b in self.sizes}
-        self.tile_int = {b: np.empty(0, dtype=np.float32) for b in self.sizes}
+        # per dtype size, every column from log2_block_m on, standardised if the table is: the
+        # config-only ones, the two that depend on the dtype's size too (smem, tile intensity),
+        # and 0 in the 7 that depend on the problem (raw_features() overwrites them); one
+        # gather of [rows, n - 12] per miss instead of a gather per column
+        self.block = {b: np.empty((0, len(spec.names) - _STATIC_COLS.start), dtype=np.float32)
+                      for b in self.sizes}
         self.values: list[list[float]] = [[], [], []]   # distinct BLOCK_M, BLOCK_N, BLOCK_K (as used)
         self._codes: list[dict[float, int]] = [{}, {}, {}]
         self.code = np.empty((0, 3), dtype=np.intp)
@@ -228,12 +230,14 @@ class _ConfigTable:
     def rows_for_keys(self, keys: list[tuple]) -> np.ndarray:
         """Row of each config_key, registering the new ones."""
         get = self.index.get
+        try:  # all known (every call but a process's first few): one C loop, no list
+            return np.fromiter(map(get, keys), dtype=np.intp, count=len(keys))
+        except TypeError:  # None: a key not registered yet
+            pass
         rows = list(map(get, keys))
-        if None in rows:
-            new = list(dict.fromkeys(k for k, r in zip(keys, rows) if r is None))
-            self._register(new)
-            rows = list(map(get, keys))
-        return np.fromiter(rows, dtype=np.intp, count=len(rows))
+        new = list(dict.fromkeys(k for k, r in zip(keys, rows) if r is None))
+        self._register(new)
+        return np.fromiter(map(get, keys), dtype=np.intp, count=len(keys))
 
     def _register(self, keys: list[tuple]) -> None:
         a = np.fromiter(itertools.chain.from_iterable(k[1:9] for k in keys), dtype=np.float64,
@@ -243,8 +247,8 @@ class _ConfigTable:
         bm = np.where(triton, bm, 128.0)
         bn = np.where(triton, bn, 128.0)
         bk = np.where(triton, bk, 64.0)
-        nt = len(self.spec.templates)
-        static = np.empty((len(keys), 8 + nt), dtype=np.float32)
+        blk = np.zeros((len(keys), len(self.spec.names) - _STATIC_COLS.start), dtype=np.float32)
+        static = blk[:, :8]   # log2_block_m .. allow_tf32
         static[:, 0] = _log2_distinct(bm)
         static[:, 1] = _log2_distinct(bn)
         static[:, 2] = _log2_distinct(bk)
@@ -253,20 +257,19 @@ class _ConfigTable:
         static[:, 5] = _log2_distinct(nw)
         static[:, 6] = ek
         static[:, 7] = tf
-        static[:, 8:] = 0.0
-        tcol = {t: 8 + j for j, t in enumerate(self.spec.templates)}
+        blk[:, :8] = self._z(_STATIC_COLS, static)
+        one_hot = blk[:, _ONE_HOT - 12:]
+        tcol = {t: j for j, t in enumerate(self.spec.templates)}
         col = np.fromiter((tcol.get(k[0], -1) for k in keys), dtype=np.intp, count=len(keys))
         known = col >= 0
-        static[np.flatnonzero(known), col[known]] = 1.0
-        static[:, :8] = self._z(_STATIC_COLS, static[:, :8])
-        static[:, 8:] = self._z(slice(_ONE_HOT, None), static[:, 8:])
-        self.static = np.concatenate([self.static, static])
+        one_hot[np.flatnonzero(known), col[known]] = 1.0
+        one_hot[:] = self._z(slice(_ONE_HOT, None), one_hot)
         for b in self.sizes:  # same expressions, same order of operations as features.raw_features
             smem = (bm * bk + bk * bn) * b * np.maximum(1.0, st)
             ti = (2.0 * bm * bn * bk) / ((bm * bk + bk * bn) * b)
-            self.smem[b] = np.concatenate([self.smem[b], self._z(_SMEM, _log2_distinct(smem))])
-            self.tile_int[b] = np.concatenate([self.tile_int[b],
-                                               self._z(_TILE_INT, _log2_distinct(ti, floor_one=False))])
+            blk[:, _SMEM - 12] = self._z(_SMEM, _log2_distinct(smem))
+            blk[:, _TILE_INT - 12] = self._z(_TILE_INT, _log2_distinct(ti, floor_one=False))
+            self.block[b] = np.concatenate([self.block[b], blk])   # a copy: blk is reused
         code = np.empty((len(keys), 3), dtype=np.intp)
         for j, col in enumerate((bm, bn, bk)):
             d, vals = self._codes[j], self.values[j]
@@ -313,18 +316,17 @@ class _ConfigTable:
         lg_k_iters = z(_K_ITERS, [_lg(ki) for ki in k_iters])
         code = self.code[rows]
         im, in_, ik = code[:, 0], code[:, 1], code[:, 2]
-        static = self.static[rows]
-        out[:, _STATIC_COLS] = static[:, :8]
-        out[:, _SMEM] = self.smem[in_bytes][rows]
-        out[:, _TILES] = lg_tiles[im, in_]
-        out[:, _WAVES] = lg_waves[im, in_]
-        out[:, _WAVE_EFF] = eff[im, in_]
+        # the config's columns in one gather (one copy of [rows, n - 12]), then the 7 that
+        # depend on the problem too, gathered from their per-block-size tables
+        out[:, _STATIC_COLS.start:] = self.block[in_bytes][rows]
+        mn = im * len(bns) + in_   # (BLOCK_M, BLOCK_N) pair, one index for the three 2D tables
+        out[:, _TILES] = lg_tiles.ravel()[mn]
+        out[:, _WAVES] = lg_waves.ravel()[mn]
+        out[:, _WAVE_EFF] = eff.ravel()[mn]
         out[:, _M_WASTE] = m_waste[im]
         out[:, _N_WASTE] = n_waste[in_]
         out[:, _K_WASTE] = k_waste[ik]
         out[:, _K_ITERS] = lg_k_iters[ik]
-        out[:, _TILE_INT] = self.tile_int[in_bytes][rows]
-        out[:, _ONE_HOT:] = static[:, 8:]
         return out
 
 
