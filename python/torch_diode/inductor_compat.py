@@ -223,8 +223,8 @@ _get_params_kwargs = operator.attrgetter("params.kwargs")
 
 def _dict_params_class():
     """Inductor's DictKernelTemplateParams, if this torch has it and its to_kwargs() returns
-    a plain copy of its `.kwargs` dict (2.10-2.13; checked once on a probe, so a torch whose
-    to_kwargs() starts adding defaults or converting values falls back to to_kwargs())."""
+    a plain copy of its `.kwargs` dict (as in 2.13, read here; checked once on a probe, so a
+    torch whose to_kwargs() adds defaults or converts values falls back to to_kwargs())."""
     global _DICT_PARAMS
     if _DICT_PARAMS is None:
         cls = False
@@ -243,7 +243,7 @@ def _dict_params_class():
 def ktc_params_views(ktcs: list) -> list[dict] | None:
     """[ktc_params(k) for k in ktcs] without the copies: each KTC's own kwargs dict, which
     the caller must not modify. None unless every KTC's params is exactly Inductor's
-    DictKernelTemplateParams (what make_ktc_generator builds for every template on 2.10-2.13):
+    DictKernelTemplateParams (what make_ktc_generator builds for every template in 2.13):
     a subclass, or another params class, may compute its kwargs, so those
     are read with ktc_params().
 

@@ -5,9 +5,11 @@ column operations (no per-config Python loop beyond reading each config's fields
 the problem's features are computed once and broadcast; the config and mixed columns use
 float64 +, -, *, / and ceil, which are correctly rounded in numpy as in Python, and every
 log2 is taken with math.log2 on the *distinct* values of its column only (a few dozen),
-so each feature is bit-identical to torch_diode.features (the C++ mirror). The matrix is
-normalised by the model's feature_spec and run through the MLP at once; top-k / threshold
-selection is one stable argsort. Predictions are cached per problem, so a GEMM that
+so each feature is bit-identical to torch_diode.features (the C++ mirror). Standardising
+by the model's feature_spec is elementwise, so it is applied where each column is made (once
+per config for the config columns, on the distinct values for the problem-dependent ones),
+with the same float64 expression and the same bits. The matrix runs through the MLP at
+once; top-k / threshold selection is one stable argsort. Predictions are cached per problem, so a GEMM that
 appears many times in a graph (or again after a recompile) costs one forward.
 
 `ReferenceRanker` is the previous implementation (torch_diode.features per config, one
