@@ -11,8 +11,8 @@ Times, per problem, the whole ranking path of the hook (reading the KTCs, predic
 lookup, features, forward, top-k/threshold selection, margin) of
   old: extract.config_from_ktc + hook.ranking.ReferenceRanker (KernelConfig per KTC,
        features.py per config, Python sort: the path before issue 19)
-  new: extract.config_keys_from_ktcs + hook.ranking.Ranker.rank_keys (a tuple per KTC, read
-       from the params' dict without to_kwargs() and found again by its values; standardised
+  new: hook.ranking.Ranker.rank_ktcs (each KTC's kwargs values, read from the params' dict
+       without to_kwargs(), lead to its table row; standardised
        feature columns cached per config and gathered with numpy, one batched forward,
        argsort)
 for three cases:
@@ -132,11 +132,8 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
                 got["old"].append((s_old, k_old, m_old))
         for i, p in enumerate(probs):
             for case in (("cold" if i == 0 else "miss"), "hit"):
-                t0 = time.perf_counter()
-                keys = extract.config_keys_from_ktcs(configs)  # the new handler's extraction
-                t1 = time.perf_counter()
-                r_new = new.rank_keys(p, keys, opts)
-                add("new", case, t1 - t0 + r_new.breakdown["total"], {**r_new.breakdown, "extract": t1 - t0})
+                r_new = new.rank_ktcs(p, configs, opts)  # the new handler: reads the KTCs too
+                add("new", case, r_new.breakdown["total"], r_new.breakdown)
                 assert r_new.cache_hit == (case == "hit")
                 got["new"].append((r_new.scores.tolist(), r_new.kept, r_new.margin))
         mismatches += sum(a != b for a, b in zip(got["old"], got["new"]))

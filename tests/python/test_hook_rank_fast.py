@@ -198,3 +198,32 @@ def test_fast_config_keys_equal_to_kwargs_path_on_real_ktcs(monkeypatch):
     assert extract.config_keys_from_ktcs(new) == slow(new)
     assert sum(map(len, extract._KEY_CACHE.values())) == len(new)
 
+
+
+def test_rank_ktcs_equals_rank_keys_of_the_keys(model, monkeypatch):
+    """Ranker.rank_ktcs (kwargs values -> table rows) ranks exactly as rank_keys of
+    config_keys_from_ktcs, on real Inductor KTCs: one template, several, ALLOW_TF32 from the
+    extra kwargs or the params, configs offered twice, and the to_kwargs() fallback."""
+    from test_hook_ranking import FakeKTC
+    from torch_diode.hook import extract
+
+    monkeypatch.setattr(extract, "_KEY_CACHE", {})
+    kws = mm_configs(1024, 1024, 1024, 2, "EXHAUSTIVE")
+    mm = _inductor_ktcs("triton::mm", kws, {"ALLOW_TF32": False})
+    tf = _inductor_ktcs("triton::mm", kws[:60], {"ALLOW_TF32": True})
+    bmm = _inductor_ktcs("triton::bmm", [{**kw, "ALLOW_TF32": i % 2 == 0} for i, kw in enumerate(kws[:40])], {})
+    dup = _inductor_ktcs("triton::mm", kws[:5], {"ALLOW_TF32": False})   # the same configs again
+    fakes = [FakeKTC("triton::mm", kw, {"ALLOW_TF32": True}) for kw in kws[:30]]
+    opts = Options(top_k=4, threshold=0.02, max_kept=12)
+    fast, ref = Ranker(model), Ranker(model)
+    for p in PROBLEMS[:3]:
+        for ktcs in (mm[:200], mm, tf + mm + bmm, bmm + dup + tf, fakes, mm):
+            got = fast.rank_ktcs(p, ktcs, opts)
+            want = ref.rank_keys(p, extract.config_keys_from_ktcs(ktcs), opts)
+            assert got.scores.tolist() == want.scores.tolist()
+            assert got.kept == want.kept and got.margin == want.margin and got.cache_hit == want.cache_hit
+            assert got.breakdown["extract"] >= 0.0
+    with pytest.raises(extract.Unsupported):
+        fast.rank_ktcs(PROBLEMS[0], mm[:3] + _inductor_ktcs("triton::mm", [{"num_stages": 2, "x": 1}], {}), opts)
+    with pytest.raises(extract.Unsupported):
+        fast.rank_ktcs(PROBLEMS[0], [FakeKTC("triton::mm", {"num_stages": 2})], opts)

@@ -128,11 +128,12 @@ class DiodeChoicesMixin:
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
                            "k": problem.k, "dtype": problem.dtype_a}
-            keys = extract.config_keys_from_ktcs(rankable)
             if state.options.mode == "predict":
+                keys = extract.config_keys_from_ktcs(rankable)
                 return self._diode_predict(state, rec, t0, candidates, rankable, keys, problem, call_base,
                                            lists)
-            ranking = state.ranker.rank_keys(problem, keys, state.options)
+            # the KTCs straight to the ranker: their kwargs values find the table rows (issue 19)
+            ranking = state.ranker.rank_ktcs(problem, rankable, state.options)
             rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
             kept_idx = ranking.kept
             kept = {id(rankable[i]) for i in kept_idx}

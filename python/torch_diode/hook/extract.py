@@ -157,34 +157,93 @@ _KEY_CACHE_MAX = 1 << 16   # keys over all entries; cleared past this (a bound, 
 _template_and_extra = operator.attrgetter("template", "extra_kwargs")
 
 
-def _keys_of_run(ktc0: Any, extra: Any, kws: list[dict]) -> list[tuple]:
-    """Keys of consecutive KTCs sharing one template and one extra_kwargs dict (what one
-    make_ktc_generator call yields), given their kwargs dicts."""
-    uid = compat.ktc_uid(ktc0)
-    extra = extra or {}
+def _run_values(uid: str, extra: dict, kws: list[dict]) -> tuple[tuple, list[tuple]] | None:
+    """(cache id, kwargs values per KTC) of a run of KTCs sharing one template and one
+    extra_kwargs dict (what one make_ktc_generator call yields); None where the values do
+    not determine the key (dicts with other key sets, unhashable values)."""
     names = tuple(kws[0])
     n = len(names)
     # itemgetter(*names) reads only these names: every dict must have exactly them (same
     # length + no KeyError = same key set); a single name would not give a tuple
     if n < 2 or set(map(len, kws)) != {n}:
-        return [_key_from_kwargs(uid, kw, extra) for kw in kws]
+        return None
     # the only extra kwarg a key reads; present (even as None) it overrides the params'
     tf = bool(extra["ALLOW_TF32"]) if "ALLOW_TF32" in extra else None
     try:
         values = list(map(operator.itemgetter(*names), kws))
-        cache = _KEY_CACHE.get((uid, tf, names))
+        hash(values[0])  # unhashable values would fail here, or in the lookups below
+    except (KeyError, TypeError):
+        return None
+    return (uid, tf, names), values
+
+
+def _keys_of_values(cid: tuple, values: list[tuple], uid: str, extra: dict, kws: list[dict]) -> list[tuple]:
+    """Keys of a run given its _run_values(); the ones not in _KEY_CACHE are built."""
+    cache = _KEY_CACHE.get(cid)
+    try:
         keys = list(map(cache.get, values)) if cache is not None else [None]
-    except (KeyError, TypeError):  # another key set, or an unhashable value
+    except TypeError:  # an unhashable value further down the run
         return [_key_from_kwargs(uid, kw, extra) for kw in kws]
     if None in keys:
         if sum(map(len, _KEY_CACHE.values())) > _KEY_CACHE_MAX:  # a few entries: cheap, misses only
             _KEY_CACHE.clear()
-        cache = _KEY_CACHE.setdefault((uid, tf, names), {})
-        for v, kw in zip(values, kws):
-            if v not in cache:
-                cache[v] = _key_from_kwargs(uid, kw, extra)
+        cache = _KEY_CACHE.setdefault(cid, {})
+        try:
+            for v, kw in zip(values, kws):
+                if v not in cache:
+                    cache[v] = _key_from_kwargs(uid, kw, extra)
+        except TypeError:
+            return [_key_from_kwargs(uid, kw, extra) for kw in kws]
         keys = list(map(cache.__getitem__, values))
     return keys
+
+
+class ValueRun:
+    """A run of KTCs sharing one template and one extra_kwargs dict, as the kwargs values
+    of each KTC: `cid` (uid, ALLOW_TF32 of the extra kwargs or None, kwargs names) and
+    `values` determine every KTC's config key, which keys() builds (or finds)."""
+    __slots__ = ("cid", "values", "_uid", "_extra", "_kws")
+
+    def __init__(self, cid: tuple, values: list[tuple], uid: str, extra: dict, kws: list[dict]):
+        self.cid, self.values, self._uid, self._extra, self._kws = cid, values, uid, extra, kws
+
+    def keys(self) -> list[tuple]:
+        """The run's config keys (raises Unsupported for a config without block sizes)."""
+        try:
+            return _keys_of_values(self.cid, self.values, self._uid, self._extra, self._kws)
+        except KeyError as e:
+            raise Unsupported("config_without_blocks") from e
+
+
+def value_runs(ktcs: list) -> list[ValueRun] | None:
+    """The KTCs as ValueRuns, in order, when every KTC's params is Inductor's plain dict
+    params (inductor_compat.ktc_params_views) and each run's values determine its keys;
+    else None (use config_keys_from_ktcs). Reading no field by name in Python is what
+    makes this cheap: the hook reads ~1,400 KTCs per GEMM in the EXHAUSTIVE space."""
+    try:
+        kws = compat.ktc_params_views(ktcs) if ktcs else None
+        if kws is None:
+            return None
+        te = list(map(_template_and_extra, ktcs))
+    except AttributeError:  # a KTC without extra_kwargs (old torch, test fakes)
+        return None
+    if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
+        bounds = [(0, len(te))]
+    else:
+        bounds, start = [], 0
+        for _, run in itertools.groupby(te):
+            n = len(list(run))
+            bounds.append((start, start + n))
+            start += n
+    out = []
+    for a, b in bounds:
+        uid, extra = compat.ktc_uid(ktcs[a]), te[a][1] or {}
+        part = kws if b - a == len(kws) else kws[a:b]
+        rv = _run_values(uid, extra, part)
+        if rv is None:
+            return None
+        out.append(ValueRun(rv[0], rv[1], uid, extra, part))
+    return out
 
 
 def config_keys_from_ktcs(ktcs: list) -> list[tuple]:
@@ -194,25 +253,15 @@ def config_keys_from_ktcs(ktcs: list) -> list[tuple]:
     Inductor's plain dict params are read without to_kwargs() copies
     (inductor_compat.ktc_params_views), and a config seen before is found by its values
     (_KEY_CACHE) rather than rebuilt field by field; other params go through to_kwargs()."""
-    try:
-        kws = compat.ktc_params_views(ktcs) if ktcs else None
-        te = list(map(_template_and_extra, ktcs)) if kws is not None else None
-    except AttributeError:  # a KTC without extra_kwargs (old torch, test fakes)
-        kws = te = None
-    try:
-        if kws is None:
+    runs = value_runs(ktcs)
+    if runs is None:
+        try:
             return _config_keys_slow(ktcs)
-        if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
-            return _keys_of_run(ktcs[0], te[0][1], kws)
-        out: list[tuple] = []
-        start = 0
-        for _, run in itertools.groupby(te):
-            n = len(list(run))
-            out += _keys_of_run(ktcs[start], te[start][1], kws[start:start + n])
-            start += n
-        return out
-    except KeyError as e:
-        raise Unsupported("config_without_blocks") from e
+        except KeyError as e:
+            raise Unsupported("config_without_blocks") from e
+    if len(runs) == 1:
+        return runs[0].keys()
+    return [k for r in runs for k in r.keys()]
 
 
 def is_rankable(ktc: Any) -> bool:

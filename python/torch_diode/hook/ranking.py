@@ -347,7 +347,8 @@ class Ranking:
     margin: float | None        # top_margin() of the offered configs
     cache_hit: bool
     seconds: float              # features + forward (0 on a cache hit)
-    breakdown: dict             # seconds per stage: keys, features, forward, select, total
+    breakdown: dict             # seconds per stage: extract (rank_ktcs: reading the KTCs; with the
+                                # lock's wait), keys (table rows), features, forward, select, total
 
 
 def _standardisation(spec) -> tuple[list[float], list[float]]:
@@ -366,6 +367,8 @@ class Ranker:
         mean, sd = _standardisation(self.spec)
         std = (np.asarray(mean, dtype=np.float64), np.asarray(sd, dtype=np.float64)) if self.spec.mean else None
         self._table = _ConfigTable(self.spec, std)   # features come out standardised
+        # rank_ktcs: (uid, ALLOW_TF32, kwargs names) -> {kwargs values: table row}
+        self._rows_by_values: dict[tuple, dict[tuple, int]] = {}
         # problem -> predicted score (float32, as the model computes it) per table row
         # (NaN: not predicted yet)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
@@ -395,8 +398,46 @@ class Ranker:
     def rank_keys(self, problem: Problem, keys: list[tuple], opts: Options) -> Ranking:
         """rank() of the configs given as config_key tuples (extract.config_key_from_ktc)."""
         t0 = time.perf_counter()
+        return self._rank(problem, lambda: self._table.rows_for_keys(keys), opts, t0)
+
+    def rank_ktcs(self, problem: Problem, ktcs: list, opts: Options) -> Ranking:
+        """rank_keys(problem, extract.config_keys_from_ktcs(ktcs), opts) of Inductor's
+        KernelTemplateChoices, where each KTC's kwargs values lead straight to its table row
+        (one dict lookup per KTC instead of two: values -> key -> row); breakdown["extract"]
+        is the time reading the KTCs. Raises extract.Unsupported as config_keys_from_ktcs."""
+        from . import extract
+        t0 = time.perf_counter()
+        runs = extract.value_runs(ktcs)
+        if runs is None:
+            keys = extract.config_keys_from_ktcs(ktcs)
+            return self._rank(problem, lambda: self._table.rows_for_keys(keys), opts, t0)
+        return self._rank(problem, lambda: self._rows_of_runs(runs), opts, t0)
+
+    def _rows_of_runs(self, runs: list) -> np.ndarray:
+        """Table rows of extract.ValueRuns (under _lock): _rows_by_values maps a run's cache
+        id and one KTC's kwargs values to the row of the config key they determine
+        (extract._KEY_CACHE's contract), filled from the keys on a miss."""
+        parts = []
+        for run in runs:
+            d = self._rows_by_values.get(run.cid)
+            if d is not None:
+                try:
+                    parts.append(np.fromiter(map(d.get, run.values), dtype=np.intp, count=len(run.values)))
+                    continue
+                except TypeError:  # None: values not seen yet (or unhashable: the keys decide)
+                    pass
+            rows = self._table.rows_for_keys(run.keys())
+            try:
+                self._rows_by_values.setdefault(run.cid, {}).update(zip(run.values, rows.tolist()))
+            except TypeError:
+                pass
+            parts.append(rows)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _rank(self, problem: Problem, rows_of, opts: Options, t0: float) -> Ranking:
         with self._lock:
-            rows = self._table.rows_for_keys(keys)
+            te = time.perf_counter()
+            rows = rows_of()
             t1 = time.perf_counter()
             cached = self._cache.get(problem)
             if cached is None or len(cached) < self._table.n:
@@ -430,7 +471,7 @@ class Ranker:
         t4 = time.perf_counter()
         hit = not len(missing)
         return Ranking(scores, kept, margin, hit, 0.0 if hit else t3 - t1,
-                       {"keys": t1 - t0, "features": t2 - t1, "forward": t3 - t2,
+                       {"extract": te - t0, "keys": t1 - te, "features": t2 - t1, "forward": t3 - t2,
                         "select": t4 - (t1 if hit else t3), "total": t4 - t0})
 
     def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
