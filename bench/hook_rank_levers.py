@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 
 from hook_rank_speed import candidate_list, problems  # noqa: E402
 from torch_diode.hook import extract  # noqa: E402
-from torch_diode.hook.ranking import Ranker, _ConfigTable, _standardisation  # noqa: E402
+from torch_diode.hook.ranking import Options, Ranker, _ConfigTable, _standardisation  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 
 
@@ -110,7 +110,10 @@ def main() -> None:
     variants = {
         "extract: to_kwargs() per KTC (before)": lambda p: extract._config_keys_slow(ktcs),
         "extract: params.kwargs view, key per KTC": lambda p: keys_loop(ktcs),
-        "extract: view + key cache (kept)": lambda p: extract.config_keys_from_ktcs(ktcs),
+        "extract: view + key cache": lambda p: extract.config_keys_from_ktcs(ktcs),
+        "extract + rows: keys, then table lookup": lambda p: ranker._table.rows_for_keys(
+            extract.config_keys_from_ktcs(ktcs)),
+        "extract + rows: values -> rows (rank_ktcs, kept)": lambda p: ranker._rows_of_runs(extract.value_runs(ktcs)),
         "keys: table lookup, fresh key tuples": lambda p: ranker._table.rows_for_keys(slow_keys),
         "keys: table lookup, cached key objects": lambda p: ranker._table.rows_for_keys(fast_keys),
         "features: raw table + standardise matrix (before)":
@@ -124,7 +127,7 @@ def main() -> None:
         "first layer: addmm 1400 x n (in both)": ("fwd", lambda x: torch.addmm(b_in, x, w_in.t())),
         "first layer: split, cached config part": ("fwd", split_first_layer),
     }
-    ranker.rank_keys(probs[0], fast_keys, __import__("torch_diode.hook.ranking", fromlist=["Options"]).Options())
+    ranker.rank_ktcs(probs[0], ktcs, Options())
     times = {k: [] for k in variants}
     order = list(variants.items())
     rng = random.Random(0)
@@ -147,10 +150,10 @@ def main() -> None:
                 times[name].append(time.thread_time() - t0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(ktcs)} configs, {len(probs)} problems, "
           f"model hidden {args.hidden} x {args.blocks} blocks; thread CPU time, ms")
-    print(f"{'lever':<52} {'median':>7} {'p90':>7}")
+    print(f"{'lever':<56} {'median':>7} {'p90':>7}")
     for name, v in times.items():
         v = sorted(v)
-        print(f"{name:<52} {statistics.median(v) * 1e3:7.3f} {v[int(0.9 * (len(v) - 1))] * 1e3:7.3f}")
+        print(f"{name:<56} {statistics.median(v) * 1e3:7.3f} {v[int(0.9 * (len(v) - 1))] * 1e3:7.3f}")
 
 
 if __name__ == "__main__":
