@@ -227,3 +227,21 @@ def test_rank_ktcs_equals_rank_keys_of_the_keys(model, monkeypatch):
         fast.rank_ktcs(PROBLEMS[0], mm[:3] + _inductor_ktcs("triton::mm", [{"num_stages": 2, "x": 1}], {}), opts)
     with pytest.raises(extract.Unsupported):
         fast.rank_ktcs(PROBLEMS[0], [FakeKTC("triton::mm", {"num_stages": 2})], opts)
+
+
+def test_value_runs_fall_back_when_extra_kwargs_refuse_comparison():
+    from torch_diode.hook import extract
+
+    class Ambiguous:   # like a tensor: == gives something without a truth value
+        def __eq__(self, other):
+            raise RuntimeError("ambiguous")
+        __hash__ = object.__hash__
+
+    kws = mm_configs(512, 512, 512, 2, "DEFAULT")
+    a = _inductor_ktcs("triton::mm", kws[:3], {"ALLOW_TF32": False, "x": Ambiguous()})
+    b = _inductor_ktcs("triton::mm", kws[3:6], {"ALLOW_TF32": False, "x": Ambiguous()})
+    for k in b:
+        k.template = a[0].template   # same template, two extra dicts: compared by content
+    assert extract.value_runs(a + b) is None
+    want = [extract.config_key_from_ktc(k) for k in a + b]
+    assert extract.config_keys_from_ktcs(a + b) == want

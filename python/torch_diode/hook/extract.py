@@ -227,14 +227,19 @@ def value_runs(ktcs: list) -> list[ValueRun] | None:
         te = list(map(_template_and_extra, ktcs))
     except AttributeError:  # a KTC without extra_kwargs (old torch, test fakes)
         return None
-    if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
-        bounds = [(0, len(te))]
-    else:
-        bounds, start = [], 0
-        for _, run in itertools.groupby(te):
-            n = len(list(run))
-            bounds.append((start, start + n))
-            start += n
+    try:
+        if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
+            bounds = [(0, len(te))]
+        else:
+            bounds, start = [], 0
+            for _, run in itertools.groupby(te):
+                n = len(list(run))
+                bounds.append((start, start + n))
+                start += n
+    except (TypeError, ValueError, RuntimeError):
+        # two distinct extra_kwargs dicts of one template were compared by content, and a
+        # value refused == (an array, a tensor): the per-KTC path reads them one by one
+        return None
     out = []
     for a, b in bounds:
         uid, extra = compat.ktc_uid(ktcs[a]), te[a][1] or {}
