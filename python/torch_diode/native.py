@@ -2,10 +2,12 @@
 
 The hook fetches and verifies signed model bundles through this library, so it
 needs no Python crypto or HTTP package. The library is found, in order, at
-``$DIODE_CLIENT_LIB`` (a file path), then in the build directories of this
-checkout (``build*/shared/bundle/libdiode_client.so*``), then by the loader's
-search path. A missing library raises ``NativeClientUnavailable`` naming every
-place that was tried.
+``$DIODE_CLIENT_LIB`` (a file path), then inside the installed package
+(``torch_diode/_lib/libdiode_client.so.1``, put there by the platform wheel,
+python/build_wheel.sh), then in the build directories of this checkout
+(``build*/shared/bundle/libdiode_client.so*``), then by the loader's search
+path. A missing library raises ``NativeClientUnavailable`` naming every place
+that was tried.
 """
 from __future__ import annotations
 
@@ -31,6 +33,10 @@ _ERROR_KINDS = {
     -5: "io",
     -6: "buffer",
 }
+
+# Where the platform wheel installs the library, relative to this file's directory
+# (the DIODE_CLIENT_ONLY install rule in shared/bundle/CMakeLists.txt).
+_PACKAGE_LIB_DIR = "_lib"
 
 _PATH_LEN = 4096
 _ERR_LEN = 4096
@@ -59,17 +65,29 @@ _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 
 
-def _candidates() -> list[str]:
+def _candidates() -> tuple[list[str], list[str]]:
+    """The paths to try, in order, and the places searched that held nothing (for the error)."""
     env = os.environ.get("DIODE_CLIENT_LIB")
     if env:
         # An explicit choice is the only one tried: silently loading another
         # copy would hide a misconfiguration.
-        return [env]
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    found = sorted(glob.glob(str(repo / "build*" / "shared" / "bundle" / "libdiode_client.so*")))
+        return [env], []
+    empty = []
+    here = pathlib.Path(__file__).resolve().parent
+    # The wheel's own copy first: it was built from this very package's sources, and
+    # auditwheel gave it an RPATH to the libcurl/libcrypto bundled beside it.
+    pattern = str(here / _PACKAGE_LIB_DIR / f"libdiode_client.so.{ABI_VERSION}*")
+    packaged = sorted(glob.glob(pattern))
+    if not packaged:
+        empty.append(f"{pattern} (nothing there: torch_diode was not installed from the platform wheel)")
+    repo = here.parent.parent
+    pattern = str(repo / "build*" / "shared" / "bundle" / "libdiode_client.so*")
+    found = sorted(glob.glob(pattern))
+    if not found:
+        empty.append(f"{pattern} (nothing there: no build in a checkout)")
     # Prefer the unversioned symlink of the most recently built tree.
     found.sort(key=lambda p: (os.path.getmtime(p), p.endswith(".so")), reverse=True)
-    return found + ["libdiode_client.so.1", "libdiode_client.so"]
+    return packaged + found + ["libdiode_client.so.1", "libdiode_client.so"], empty
 
 
 def load_library() -> ctypes.CDLL:
@@ -78,8 +96,8 @@ def load_library() -> ctypes.CDLL:
     with _lock:
         if _lib is not None:
             return _lib
-        tried = []
-        for cand in _candidates():
+        candidates, tried = _candidates()
+        for cand in candidates:
             try:
                 lib = ctypes.CDLL(cand)
             except OSError as e:
@@ -88,7 +106,8 @@ def load_library() -> ctypes.CDLL:
             _declare(lib)
             _lib = lib
             return lib
-        hint = "set DIODE_CLIENT_LIB to its path, or build it: cmake --build <build dir> --target diode_client"
+        hint = ("install the platform wheel (python/build_wheel.sh), set DIODE_CLIENT_LIB to the library's path, "
+                "or build it: cmake --build <build dir> --target diode_client")
         raise NativeClientUnavailable("libdiode_client.so not found; tried: " + "; ".join(tried) + ". " + hint)
 
 
