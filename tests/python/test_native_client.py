@@ -96,6 +96,34 @@ def test_missing_library_raises_a_clear_error(monkeypatch, tmp_path):
         native.load_library()
 
 
+def test_installed_package_copy_comes_before_checkout_builds(lib, monkeypatch, tmp_path):
+    # As in an installed platform wheel: torch_diode/_lib/libdiode_client.so.1. (_PACKAGE_LIB_DIR
+    # is joined to the package directory, so an absolute path stands in for it here.)
+    shutil.copy(lib._name, tmp_path / "libdiode_client.so.1")
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_PACKAGE_LIB_DIR", str(tmp_path))
+    monkeypatch.delenv("DIODE_CLIENT_LIB", raising=False)
+    assert native.load_library()._name == str(tmp_path / "libdiode_client.so.1")
+    assert native.version().endswith("abi 1")
+
+
+def test_missing_library_error_lists_every_place_searched(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_PACKAGE_LIB_DIR", str(tmp_path / "empty"))
+    monkeypatch.delenv("DIODE_CLIENT_LIB", raising=False)
+
+    def refuse(path, *a, **k):
+        raise OSError(f"{path}: refused by the test")
+
+    monkeypatch.setattr(native.ctypes, "CDLL", refuse)
+    with pytest.raises(native.NativeClientUnavailable) as e:
+        native.load_library()
+    msg = str(e.value)
+    assert f"{tmp_path / 'empty'}/libdiode_client.so.1* (nothing there: torch_diode was not installed from the platform wheel)" in msg
+    assert "libdiode_client.so.1 (libdiode_client.so.1: refused by the test)" in msg  # the loader's search path
+    assert "build_wheel.sh" in msg and "DIODE_CLIENT_LIB" in msg
+
+
 def test_verify_committed_example_bundle(lib):
     native.verify(REGISTRY / HW / "1", ROOT_PUB)
     native.verify(REGISTRY / HW / "1", ROOT_PUB.read_text().strip())
