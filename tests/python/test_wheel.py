@@ -72,6 +72,30 @@ def test_wheel_is_manylinux_and_bundles_the_client_and_its_libraries(wheel):
     for want in ("libcurl-", "libcrypto-", "libssl-", "libnghttp2-"):
         assert any(n.startswith(want) for n in libs), f"{want}* not bundled; bundled: {libs}"
     assert not any("__pycache__" in n for n in names)
+    # The shipped signed models and the release root key (issue 19) are package data.
+    shipped = ROOT / "python" / "torch_diode" / "bundles"
+    for f in sorted(shipped.rglob("*")):
+        if f.is_file():
+            assert "torch_diode/" + f.relative_to(ROOT / "python" / "torch_diode").as_posix() in names, f
+
+
+def test_installed_wheel_verifies_its_shipped_models(venv, tmp_path):
+    """pip install of the wheel alone: the shipped bundles verify against the shipped
+    release root key through the wheel's own client (what the hook's `package` source does)."""
+    got = _run_in_venv(venv, tmp_path, """
+        import json, os
+        from torch_diode import native
+        from torch_diode.hook import sources
+        out = {}
+        for hw in sources.shipped_hardware_keys():
+            c = sources.shipped_bundle(hw)
+            native.verify(c.path, sources.package_root_key())
+            out[hw] = [c.version, c.path]
+        print(json.dumps(out))
+    """)
+    assert "nvidia-h100-80gb" in got, got
+    version, path = got["nvidia-h100-80gb"]
+    assert version >= 1 and "site-packages" in path, got
 
 
 def test_installed_wheel_pulls_and_verifies_a_real_bundle(venv, tmp_path):
