@@ -1,0 +1,184 @@
+"""bench/hook_end_to_end.py without a GPU: the goal/table logic on known numbers, the
+collector's shard parsing, the part planning, and the whole driver in --dry-run."""
+import gzip
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "python"))
+
+import hook_end_to_end as b  # noqa: E402
+
+
+def _r(w, mode, compile_s, gpu_us, eager_us=None, status="ok"):
+    r = {"workload": w, "mode": mode, "status": status, "compile_s": compile_s, "gpu": {"us": gpu_us}}
+    if eager_us is not None:
+        r["eager"] = {"us": eager_us}
+    return r
+
+
+def _synthetic():
+    # two GEMMs, one model; numbers chosen so every ratio is known
+    res = []
+    for w, e in (("l3_kv_m4", 10.0), ("vit_fc1_b8", 20.0)):
+        res += [_r(w, "plain", 2.0, 12.0, eager_us=e), _r(w, "default", 10.0, 10.0),
+                _r(w, "diode_predict", 2.4, 8.0), _r(w, "diode_top5", 5.0, 9.0),
+                _r(w, "collector", 30.0, 8.5 if w == "l3_kv_m4" else 25.0)]
+    res += [_r("mlp_block", "plain", 4.0, 100.0, eager_us=100.0), _r("mlp_block", "default", 20.0, 100.0),
+            _r("mlp_block", "diode_predict", 4.0, 115.0), _r("mlp_block", "diode_top5", 8.0, 95.0)]
+    return res
+
+
+def test_geomean():
+    assert b.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert b.geomean([None, 3.0]) == pytest.approx(3.0)
+    assert b.geomean([]) is None
+
+
+def test_summary_and_goals_on_known_numbers():
+    ws = ["l3_kv_m4", "vit_fc1_b8", "mlp_block"]
+    s = b.summarize(_synthetic(), ws)
+    rows = s["rows"]
+    # best = min(collector, eager cuBLAS); a model has no best
+    assert rows["l3_kv_m4"]["best_us"] == 8.5 and rows["l3_kv_m4"]["best_source"] == "collector"
+    assert rows["vit_fc1_b8"]["best_us"] == 20.0 and rows["vit_fc1_b8"]["best_source"] == "cublas"
+    assert rows["mlp_block"]["best_us"] is None
+    p = rows["l3_kv_m4"]["modes"]["diode_predict"]
+    assert p["compile_x_plain"] == pytest.approx(1.2) and p["compile_x_default"] == pytest.approx(0.24)
+    assert p["gpu_x_default"] == pytest.approx(0.8) and p["gpu_x_best"] == pytest.approx(8 / 8.5)
+    assert rows["l3_kv_m4"]["modes"]["collector"]["compile_x_plain"] is None  # collection wall is no compile
+    g = {x["goal"]: x for x in s["goals"]}
+    assert g["predict_compile_vs_plain"]["value"] == pytest.approx(b.geomean([1.2, 1.2, 1.0]))
+    assert g["predict_compile_vs_plain"]["result"] == "PASS"
+    assert g["predict_compile_vs_default"]["value"] == pytest.approx(b.geomean([0.24, 0.24, 0.2]))
+    assert g["predict_compile_vs_default"]["result"] == "PASS"
+    # GPU goals over the GEMM workloads only
+    assert g["predict_gpu_vs_default"]["n"] == 2
+    assert g["predict_gpu_vs_default"]["value"] == pytest.approx(0.8) and g["predict_gpu_vs_default"]["result"] == "PASS"
+    v = math.sqrt((8 / 8.5) * (8 / 20))
+    assert g["predict_gpu_vs_best"]["value"] == pytest.approx(v) and g["predict_gpu_vs_best"]["result"] == "PASS"
+    # worst workload vs cuBLAS: the model at 115/100
+    assert g["predict_gpu_vs_cublas_max"]["value"] == pytest.approx(1.15)
+    assert g["predict_gpu_vs_cublas_max"]["result"] == "FAIL"
+    assert g["top5_gpu_vs_cublas_max"]["value"] == pytest.approx(0.95)
+    assert g["top5_gpu_vs_best"]["value"] == pytest.approx(math.sqrt((9 / 8.5) * (9 / 20)))
+    md = b.table_md(_synthetic(), ws, list(b.DEFAULT_MODES), {})
+    assert "| predict_gpu_vs_cublas_max | 1.150 (max) | <= 1.1 | 3/3 | **FAIL** |" in md
+    assert "FAKE" not in md
+
+
+def test_goal_without_data_is_na_and_failed_runs_do_not_count():
+    res = [_r("l3_kv_m4", "plain", 2.0, 12.0, eager_us=10.0), _r("l3_kv_m4", "default", 10.0, 10.0),
+           _r("l3_kv_m4", "diode_predict", None, None, status="error")]
+    g = {x["goal"]: x for x in b.summarize(res, ["l3_kv_m4"])["goals"]}
+    assert g["predict_compile_vs_plain"]["result"] == "N/A" and g["predict_compile_vs_plain"]["n"] == 0
+
+
+def test_workloads_cover_issue_20():
+    gemms = [w for w, s in b.WORKLOADS.items() if s["kind"] == "gemm"]
+    assert len(gemms) >= 12
+    assert {s["kind"] for s in b.WORKLOADS.values()} >= {"mlp", "attn", "vit"}
+    assert {s["dtype"] for s in b.WORKLOADS.values()} == {"fp16", "bf16"}
+    ms = [b.WORKLOADS[w]["m"] for w in gemms if b.WORKLOADS[w]["op"] == "linear"]
+    assert any(m <= 16 for m in ms) and any(m >= 2048 for m in ms) and 1 in ms
+    assert {b.WORKLOADS[w]["op"] for w in gemms} == {"linear", "addmm", "bmm", "bmm_nt"}
+
+
+def test_collector_spec_is_valid():
+    from torch_diode.collect.spec import parse_spec
+    spec, ws = b.collector_spec(list(b.DEFAULT_WORKLOADS), "bench-e2e/x", 90)
+    parsed = parse_spec(spec)
+    assert len(parsed.problems) == len(ws) == sum(s["kind"] == "gemm" for s in b.WORKLOADS.values())
+    p = {w: q for w, q in zip(ws, parsed.problems)}
+    assert (p["l3_q_m1"].op, p["l3_q_m1"].m, p["l3_q_m1"].trans_b) == ("mm", 1, True)
+    assert (p["vit_fc1_b8"].op, p["vit_fc1_b8"].bias) == ("addmm", "row")
+    assert (p["attn_qk_32x2048"].batch, p["attn_qk_32x2048"].trans_b) == (32, True)
+    assert parsed.search_space == "EXHAUSTIVE"
+
+
+def test_parse_collector_shard(tmp_path):
+    from torch_diode import wire
+    from torch_diode.collect import records
+    from torch_diode.collect.engine import FLAG_DEFAULT
+    ws = ["l3_kv_m4", "vit_fc1_b8"]
+    from torch_diode.collect.spec import parse_spec
+    spec, sws = b.collector_spec(ws, "s/1", 90)
+    by = dict(zip(sws, parse_spec(spec).problems))  # the spec orders problems by kernel class
+    probs = [by[w] for w in ws]
+    t = wire.KernelConfig(template="triton::mm", block_m=16, block_n=64, block_k=128, group_m=8, num_stages=4,
+                          num_warps=4, even_k=True)
+    t2 = wire.KernelConfig(template="triton::mm", block_m=32, block_n=64, block_k=64, group_m=8, num_stages=3,
+                           num_warps=4, even_k=True)
+    aten = wire.KernelConfig(template="aten")
+    recs = [wire.ShardRecord(0, t, 7.0, 0.1, 10, "ok", FLAG_DEFAULT), wire.ShardRecord(0, t2, 6.0, 0.1, 10, "ok"),
+            wire.ShardRecord(0, aten, 6.5, 0.1, 10, "ok"),
+            wire.ShardRecord(1, t, 30.0, 0.1, 10, "ok", FLAG_DEFAULT), wire.ShardRecord(1, aten, 20.0, 0.1, 10, "ok"),
+            wire.ShardRecord(1, t2, 1.0, 0.0, 0, "compile_error")]
+    hw = wire.HardwareId(vendor="nvidia", device_name="NVIDIA H100 80GB HBM3")
+    shard = tmp_path / "collector.msgpack.gz"
+    shard.write_bytes(gzip.compress(records.build_shard("s/1", "", hw, "t", "", probs, recs)))
+    (tmp_path / "collector.msgpack.gz.stats.json").write_text(json.dumps(
+        {"problems": [{"index": 0, "wall_s": 41.0}, {"index": 1, "wall_s": 3.0}]}))
+    out = {r["workload"]: r for r in b.parse_collector(str(shard), ws, 0, 50.0, "")}
+    a, v = out["l3_kv_m4"], out["vit_fc1_b8"]
+    assert a["status"] == "ok" and a["gpu"]["us"] == 6.0 and not a["best_is_aten"] and a["compile_s"] == 41.0
+    assert a["default_best_us"] == 7.0 and a["aten_us"] == 6.5 and a["configs_ok"] == 3
+    assert "32x64x64" in a["best_config"]
+    assert v["gpu"]["us"] == 20.0 and v["best_is_aten"] and v["best_config"] == "aten" and v["configs_ok"] == 2
+    # a workload the shard does not hold (deadline) is not_finished, not silently dropped
+    out = b.parse_collector(str(shard), ws + ["attn_pv_32x2048"], 5, 50.0, "")
+    assert out[-1]["workload"] == "attn_pv_32x2048" and out[-1]["status"] == "not_finished"
+
+
+def test_plan_parts_covers_everything_and_keeps_classes_together():
+    ws, ms = list(b.DEFAULT_WORKLOADS), list(b.DEFAULT_MODES)
+    for n in (1, 2, 3):
+        parts = b.plan_parts(ws, ms, n)
+        assert sorted(sum(parts, [])) == sorted(ws)
+        for cls in {b.collector_class(b.WORKLOADS[w]) for w in ws} - {None}:
+            assert sum(any(b.collector_class(b.WORKLOADS[w]) == cls for w in p) for p in parts) == 1
+    # the default two-part split is balanced and each part is near one 10-minute call
+    est = [b.estimate_part_s(p, ms) for p in b.plan_parts(ws, ms, 2)]
+    assert max(est) < 600 and max(est) / min(est) < 1.15
+    # M = 1 is a reduction under max-autotune: nothing is autotuned, DEFAULT costs ~plain
+    assert b.estimate_s("default", b.WORKLOADS["l3_q_m1"]) < b.estimate_s("default", b.WORKLOADS["l3_kv_m4"])
+
+
+def test_dry_run_end_to_end(tmp_path):
+    """The whole driver on CPU: preflight (torch, hook, model, workloads on meta), one
+    subprocess per (mode, workload), the collector's --dry-run on the spec, table, goals."""
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "hook_end_to_end.py"), "--dry-run", "--workloads",
+                        "l3_q_m1,vit_fc1_b8,mlp_block", "--out", str(out)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "dry run: OK" in p.stdout
+    d = json.loads((out / "results.json").read_text())
+    assert d["complete"] and d["meta"]["model_id"]
+    got = {(r["workload"], r["mode"]) for r in d["results"]}
+    for w in ("l3_q_m1", "vit_fc1_b8", "mlp_block"):
+        for m in ("plain", "default", "diode_predict", "diode_top5"):
+            assert (w, m) in got
+    assert ("l3_q_m1", "collector") in got and ("mlp_block", "collector") not in got
+    assert next(r for r in d["results"] if r["mode"] == "collector")["configs_offered"] > 0
+    md = (out / "table.md").read_text()
+    assert md.startswith("**DRY RUN") and md.count("**PASS**") + md.count("**FAIL**") == len(b.GOALS)
+    # merge: the parts' JSON joined again gives the same goals
+    half = [dict(d, results=[r for r in d["results"] if r["workload"] == "l3_q_m1"]),
+            dict(d, results=[r for r in d["results"] if r["workload"] != "l3_q_m1"])]
+    paths = []
+    for i, h in enumerate(half):
+        paths.append(str(tmp_path / f"r{i}.json"))
+        pathlib.Path(paths[-1]).write_text(json.dumps(h))
+    assert b.merge(paths, str(tmp_path / "merged")) == 0
+    m = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert m["summary"]["goals"] == d["summary"]["goals"]
