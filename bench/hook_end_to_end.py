@@ -130,6 +130,7 @@ COMPILE_EST_S = {"plain": 2.0, "default": 11.0, "diode_predict": 2.5, "diode_top
 COLLECTOR_START_S = 15.0
 COLLECTOR_CLASS_S = 40.0
 COLLECTOR_CACHED_S = 6.0
+FLAG_DEFAULT = 2  # collect/engine.py: ShardRecord.flags bit 1, the config is in Inductor's DEFAULT list
 
 
 def gemm_count(spec: dict) -> int:
@@ -338,27 +339,7 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f).get("traceEvents", [])
-    evs = sorted((e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in
-                  ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e.get("ts", 0))
-    calls, copies, names, cur, cp = [], [], {}, None, 0.0
-    for e in evs:
-        name = str(e.get("name", ""))
-        if str(e.get("cat")).lower() == "kernel" and "bitwise_not" in name:
-            if cur is not None:
-                calls.append(cur)
-                copies.append(cp)
-            cur, cp = 0.0, 0.0
-            continue
-        if cur is None:
-            continue
-        if str(e.get("cat")).lower() == "kernel":
-            cur += float(e.get("dur", 0.0))
-            names[name[:120]] = names.get(name[:120], 0) + 1
-        else:
-            cp += float(e.get("dur", 0.0))
-    if cur is not None:
-        calls.append(cur)
-        copies.append(cp)
+    calls, copies, names = per_call(events)
     if not calls or not any(calls):  # no kernel seen between markers: fall back to events
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -373,6 +354,46 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
             "kernels_per_call": sum(names.values()) / len(calls),
             "kernels": sorted(names, key=lambda k: -names[k])[:8],
             "method": "cupti kernel sum, " + ("cold L2" if cold else "warm L2")}
+
+
+def _cpu_us(fn, args, reps: int, cold: bool) -> dict:
+    """--smoke-cpu only: median wall time per call (us)."""
+    for _ in range(2):
+        fn(*args)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args)
+        ts.append((time.perf_counter() - t0) * 1e6)
+    return {"us": statistics.median(ts), "method": "cpu wall (smoke)"}
+
+
+def per_call(events: list[dict]) -> tuple[list[float], list[float], dict]:
+    """From a Chrome trace's events: per call, the summed kernel durations (us) and the summed
+    memcpy/memset durations; kernel name -> count. A `bitwise_not` kernel (the L2 flush or
+    marker) starts each call and is not counted; anything before the first marker is ignored."""
+    evs = sorted((e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in
+                  ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e.get("ts", 0))
+    calls, copies, names, cur, cp = [], [], {}, None, 0.0
+    for e in evs:
+        name = str(e.get("name", ""))
+        kernel = str(e.get("cat")).lower() == "kernel"
+        if kernel and "bitwise_not" in name:
+            if cur is not None:
+                calls.append(cur)
+                copies.append(cp)
+            cur, cp = 0.0, 0.0
+        elif cur is None:
+            continue
+        elif kernel:
+            cur += float(e.get("dur", 0.0))
+            names[name[:120]] = names.get(name[:120], 0) + 1
+        else:
+            cp += float(e.get("dur", 0.0))
+    if cur is not None:
+        calls.append(cur)
+        copies.append(cp)
+    return calls, copies, names
 
 
 def _fake_result(mode: str, workload: str) -> dict:
@@ -409,13 +430,19 @@ def worker(a) -> dict:
         res["triton"] = triton.__version__
     except ImportError:
         res["triton"] = None
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: this benchmark needs a GPU (use --dry-run to check the driver)")
-    config.force_disable_caches = True  # cold compile for every mode; the env var covers subprocesses
-    res["device"] = torch.cuda.get_device_name()
     spec = WORKLOADS[a.workload]
+    if a.smoke_cpu:  # the worker's real path on CPU with tiny shapes; CPU wall times, not GPU times
+        dev, sync, measure = "cpu", (lambda: None), _cpu_us
+        spec = {k: (min(v, 4 if k == "heads" else 64) if isinstance(v, int) else v) for k, v in spec.items()}
+        res.update(device="cpu (smoke: tiny shapes, wall times)", smoke=True)
+    else:
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device: this benchmark needs a GPU (use --dry-run to check the driver)")
+        dev, sync, measure = "cuda", torch.cuda.synchronize, _gpu_us
+        res["device"] = torch.cuda.get_device_name()
+    config.force_disable_caches = True  # cold compile for every mode; the env var covers subprocesses
     dtype = getattr(torch, DTYPES[a.dtype or spec["dtype"]])
-    fn, args = build(spec, dtype, "cuda")
+    fn, args = build(spec, dtype, dev)
     compile_kwargs = {}
     if a.mode != "plain":
         compile_kwargs["mode"] = "max-autotune"
@@ -445,10 +472,10 @@ def worker(a) -> dict:
     torch._dynamo.reset()
     compiled = torch.compile(fn, **compile_kwargs)
     with torch.no_grad():
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         out = compiled(*args)
-        torch.cuda.synchronize()
+        sync()
         res["compile_s"] = time.perf_counter() - t0
         if saver_ctx is not None:
             saver_ctx.__exit__(None, None, None)
@@ -456,11 +483,11 @@ def worker(a) -> dict:
         res["max_abs_err"] = float((out.float() - ref.float()).abs().max())
         res["ref_max_abs"] = float(ref.float().abs().max())
         del out, ref
-        res["gpu"] = _gpu_us(compiled, args, a.reps, cold=True)
+        res["gpu"] = measure(compiled, args, a.reps, cold=True)
         if a.warm:
-            res["gpu_warm"] = _gpu_us(compiled, args, a.reps, cold=False)
+            res["gpu_warm"] = measure(compiled, args, a.reps, cold=False)
         if a.mode in ("plain", "default") or a.eager_all:  # cuBLAS: the same in every mode
-            res["eager"] = _gpu_us(fn, args, a.reps, cold=True)
+            res["eager"] = measure(fn, args, a.reps, cold=True)
     res["autotunes"] = autotunes
     if a.mode != "plain":
         res["gemm_autotuned"] = len(autotunes)
@@ -507,7 +534,7 @@ def run_one(a, mode: str, workload: str, timeout: float) -> dict:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--workload", workload,
                "--reps", str(a.reps), "--top-k", str(a.top_k), "--threshold", str(a.threshold), "--result", out]
-        cmd += ["--warm"] * a.warm + ["--eager-all"] * a.eager_all
+        cmd += ["--warm"] * a.warm + ["--eager-all"] * a.eager_all + ["--smoke-cpu"] * a.smoke_cpu
         if a.dtype:
             cmd += ["--dtype", a.dtype]
         if a.model:
@@ -555,6 +582,9 @@ def run_collector(a, workloads: list[str], out_dir: str, suffix: str, timeout: f
         cmd += ["--dry-run"] if a.dry_run else ["--out", shard, "--deadline-s", str(max(1.0, timeout - 60))]
         rc, stdout, stderr, wall = _popen(cmd, _env(tmp), timeout)
         log_tail = (stderr or "")[-4000:]
+        if out_dir and not a.dry_run:
+            with open(os.path.join(out_dir, f"collector{suffix}.log"), "w") as f:
+                f.write(f"$ {' '.join(cmd)}\nrc={rc} wall={wall:.1f}s\n{stderr or ''}")
         if a.dry_run:  # the spec is valid and enumerates; timings are fake
             ok = rc == 0
             counts = [ln.split("\t") for ln in (stdout or "").splitlines() if ln and not ln.startswith("total")]
@@ -572,7 +602,6 @@ def run_collector(a, workloads: list[str], out_dir: str, suffix: str, timeout: f
 
 def parse_collector(shard: str, ws: list[str], rc, wall: float, log_tail: str) -> list[dict]:
     from torch_diode import wire
-    from torch_diode.collect.engine import FLAG_DEFAULT
     base = {"mode": "collector", "rc": rc, "collector_wall_s": wall}
     if not os.path.exists(shard):
         return [dict(base, workload=w, status="error" if rc is not None else "not_finished", stderr_tail=log_tail)
@@ -677,7 +706,9 @@ def summarize(results: list[dict], workloads: list[str]) -> dict:
             modes[m] = {"compile_s": _comp(r), "gpu_us": g, "compile_x_plain": _div(c, _comp(p)),
                         "compile_x_default": _div(c, _comp(d)), "gpu_x_default": _div(g, _gpu(d)),
                         "gpu_x_best": _div(g, best), "gpu_x_cublas": _div(g, eager)}
+        tuned = (d or {}).get("gemm_autotuned")
         rows[w] = {"eager_us": eager, "collector_best_us": coll, "best_us": best,
+                   "default_autotuned": None if tuned is None else tuned > 0,
                    "best_source": None if best is None else ("collector" if best == coll else "cublas"),
                    "gemm": WORKLOADS[w]["kind"] == "gemm", "modes": modes}
     return {"rows": rows, "goals": goals(rows)}
@@ -696,13 +727,24 @@ def goals(rows: dict) -> list[dict]:
         "top5_gpu_vs_cublas_max": col("diode_top5", "gpu_x_cublas", False),
         "top5_gpu_vs_best": col("diode_top5", "gpu_x_best", True),
     }
+    # information, not goals: the GEMM ratios over the workloads where max-autotune DEFAULT
+    # autotuned a GEMM template (M = 1 is a reduction there, the hook is not asked)
+    tuned = [r for r in rows.values() if r["gemm"] and r.get("default_autotuned")]
+    for name, mode, key in (("predict_gpu_vs_default", "diode_predict", "gpu_x_default"),
+                            ("predict_gpu_vs_best", "diode_predict", "gpu_x_best"),
+                            ("top5_gpu_vs_best", "diode_top5", "gpu_x_best")):
+        vals[name + "@autotuned"] = [r["modes"].get(mode, {}).get(key) for r in tuned]
     out = []
-    for name, metric, thr, what in GOALS:
+    for name, metric, thr, what in GOALS + tuple(
+            (g + "@autotuned", m, t, w.replace("(GEMMs)", "").replace("(GEMM workloads)", "") +
+             "(GEMMs that DEFAULT autotuned; information)")
+            for g, m, t, w in GOALS if g + "@autotuned" in vals):
         xs = [x for x in vals[name] if x is not None]
         v = (geomean(xs) if metric == "geomean" else max(xs)) if xs else None
+        res = "N/A" if v is None else ("PASS" if v <= thr else "FAIL")
         out.append({"goal": name, "metric": metric, "value": v, "threshold": thr, "n": len(xs),
                     "of": len(vals[name]), "what": what,
-                    "result": "N/A" if v is None else ("PASS" if v <= thr else "FAIL")})
+                    "result": res if "@" not in name else f"info: {res.lower()}"})
     return out
 
 
@@ -717,10 +759,15 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
     lines = []
     if fake:
         lines += ["**DRY RUN: every number below is FAKE (synthetic), not a measurement.**", ""]
+    if any(r.get("smoke") for r in results):
+        lines += ["**CPU SMOKE RUN: tiny shapes, CPU wall times: not a measurement.**", ""]
     lines += [f"torch_diode end-to-end: {meta.get('device') or '?'}, torch {meta.get('torch') or '?'}, "
               f"triton {meta.get('triton') or '?'}, model {meta.get('model_id') or meta.get('model')}; "
               f"GPU us = median per call of the kernels' CUPTI durations, cold L2; compile s = first call, cold "
-              f"caches; best = min(collector EXHAUSTIVE incl. ATen, eager cuBLAS); x = ratio.", "",
+              f"caches (collector rows: the problem's collection wall, all ~1,400 configs); best = min(collector "
+              f"EXHAUSTIVE incl. ATen, eager cuBLAS); x = ratio; GEMM autotuned = GEMMs Inductor autotuned "
+              f"(diode_predict: GEMMs the hook was asked), 'no' = none (M = 1 is a reduction under max-autotune).",
+              "",
               "| workload | dtype | mode | status | compile s | x plain | x DEFAULT | GPU us | x DEFAULT | x best "
               "| x cuBLAS | GEMM autotuned | pick / note |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -748,8 +795,13 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
                     note += f"; DEFAULT-list best {r['default_best_us']:.2f} us"
             elif r.get("autotunes"):
                 note = "; ".join(f"{t['op']}: {t['choices']} choices" for t in r["autotunes"][:3])
-            elif m == "diode_predict" and r.get("diode_stats"):
-                note = "predicted " + json.dumps(r["diode_stats"].get("predicted", {}))
+            ds = r.get("diode_stats")
+            if ds and m != "collector":
+                note = (f"hook calls {ds.get('calls')}, kept {ds.get('configs_kept')}/{ds.get('configs_seen')}"
+                        + (f", predicted {json.dumps(ds.get('predicted'))}" if m == "diode_predict" else "")
+                        + (f", passthrough {json.dumps(ds.get('passthrough'))}" if ds.get("passthrough") else "")
+                        + (f", fallbacks {json.dumps(ds.get('fallbacks'))}" if ds.get("fallbacks") else "")
+                        + (f"; {note}" if note else ""))
             if st == "error":
                 note = (r.get("error") or (r.get("stderr_tail") or "")[-160:]).replace("\n", " ").replace("|", "/")
             lines.append(f"| {w} | {dt} | {m} | {st} | {_f(x.get('compile_s'))} | "
@@ -758,7 +810,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
                          f"{_f(x.get('gpu_x_best'), '.3f')} | {_f(x.get('gpu_x_cublas'), '.3f')} | {tuned} | "
                          f"{note[:200]} |")
     lines += ["", "| goal | value | threshold | workloads | result | what |", "|---|---|---|---|---|---|"]
-    for g in s["goals"]:
+    for g in s["goals"]:  # goals first, then the information rows (result "info: ...")
         lines.append(f"| {g['goal']} | {_f(g['value'], '.3f')} ({g['metric']}) | <= {g['threshold']} | "
                      f"{g['n']}/{g['of']} | **{g['result']}** | {g['what']} |")
     return "\n".join(lines) + "\n"
@@ -917,6 +969,9 @@ def main(argv=None) -> int:
                     help="stop starting runs after this much wall time (default fits a 10-minute device call)")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU: build every workload, run the whole driver with fake timings, print the table")
+    ap.add_argument("--smoke-cpu", action="store_true",
+                    help="CPU: run the workers' real compile path on tiny shapes (no collector; times are CPU "
+                         "wall, meaningless): checks the worker code before a GPU call")
     ap.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", help="join parts' results into one table")
     ap.add_argument("--check-dataset", metavar="DIR", help="report workloads whose problems are in this dataset")
     ap.add_argument("--rank-timing", action="store_true", help="CPU: time ranking ~1,400 configs, then exit")
@@ -945,6 +1000,8 @@ def main(argv=None) -> int:
         return 0
 
     modes = [ALIASES.get(m, m) for m in a.modes.split(",") if m]
+    if a.smoke_cpu:
+        modes = [m for m in modes if m != "collector"]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [m for m in modes if m not in MODES] + [w for w in workloads if w not in WORKLOADS]
     if bad:
@@ -992,6 +1049,8 @@ def main(argv=None) -> int:
 
 def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
     start = time.perf_counter()
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
     pre = preflight(a, workloads)
     print(f"preflight: {pre.get('status')} torch={pre.get('torch')} cuda={pre.get('cuda')} "
           f"model={pre.get('model_id')} ({pre.get('model_hardware_key')}) hook={pre.get('finalize_hook')} "

@@ -72,6 +72,18 @@ def test_summary_and_goals_on_known_numbers():
     md = b.table_md(_synthetic(), ws, list(b.DEFAULT_MODES), {})
     assert "| predict_gpu_vs_cublas_max | 1.150 (max) | <= 1.1 | 3/3 | **FAIL** |" in md
     assert "FAKE" not in md
+    assert md.count("**PASS**") + md.count("**FAIL**") + md.count("**N/A**") == len(b.GOALS)
+
+
+def test_info_rows_only_count_workloads_default_autotuned():
+    res = _synthetic()
+    for r in res:
+        if r["mode"] == "default":
+            r["gemm_autotuned"] = 0 if r["workload"] == "vit_fc1_b8" else 1
+    g = {x["goal"]: x for x in b.summarize(res, ["l3_kv_m4", "vit_fc1_b8", "mlp_block"])["goals"]}
+    x = g["predict_gpu_vs_best@autotuned"]
+    assert x["n"] == 1 and x["value"] == pytest.approx(8 / 8.5) and x["result"] == "info: pass"
+    assert g["predict_gpu_vs_best"]["n"] == 2  # the goal itself keeps every GEMM
 
 
 def test_goal_without_data_is_na_and_failed_runs_do_not_count():
@@ -79,6 +91,22 @@ def test_goal_without_data_is_na_and_failed_runs_do_not_count():
            _r("l3_kv_m4", "diode_predict", None, None, status="error")]
     g = {x["goal"]: x for x in b.summarize(res, ["l3_kv_m4"])["goals"]}
     assert g["predict_compile_vs_plain"]["result"] == "N/A" and g["predict_compile_vs_plain"]["n"] == 0
+
+
+def test_per_call_kernel_sums_from_trace():
+    flush = "void at::native::vectorized_elementwise_kernel<4, at::native::bitwise_not_kernel_cuda(...)>"
+    ev = [{"ph": "X", "cat": "kernel", "name": "early", "ts": 0, "dur": 99.0}]  # before the first marker
+    for i in range(3):
+        t = 100 * (i + 1)
+        ev += [{"ph": "X", "cat": "kernel", "name": flush, "ts": t, "dur": 30.0},
+               {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": t + 31, "dur": 2.0},
+               {"ph": "X", "cat": "kernel", "name": "triton_tem_fused_mm_0", "ts": t + 40, "dur": 5.0 + i},
+               {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_1", "ts": t + 50, "dur": 1.0},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": t + 1, "dur": 9.0}]
+    calls, copies, names = b.per_call(list(reversed(ev)))  # order comes from ts, not the list
+    assert calls == [6.0, 7.0, 8.0] and copies == [2.0, 2.0, 2.0]
+    assert names == {"triton_tem_fused_mm_0": 3, "triton_poi_fused_add_1": 3}
+    assert b.per_call([]) == ([], [], {})
 
 
 def test_workloads_cover_issue_20():
@@ -172,6 +200,7 @@ def test_dry_run_end_to_end(tmp_path):
     assert next(r for r in d["results"] if r["mode"] == "collector")["configs_offered"] > 0
     md = (out / "table.md").read_text()
     assert md.startswith("**DRY RUN") and md.count("**PASS**") + md.count("**FAIL**") == len(b.GOALS)
+    assert "predict_gpu_vs_default@autotuned" in md and "**info: " in md
     # merge: the parts' JSON joined again gives the same goals
     half = [dict(d, results=[r for r in d["results"] if r["workload"] == "l3_q_m1"]),
             dict(d, results=[r for r in d["results"] if r["workload"] != "l3_q_m1"])]
