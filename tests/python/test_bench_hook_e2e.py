@@ -100,11 +100,13 @@ def test_per_call_kernel_sums_from_trace():
         t = 100 * (i + 1)
         ev += [{"ph": "X", "cat": "kernel", "name": flush, "ts": t, "dur": 30.0},
                {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": t + 31, "dur": 2.0},
+               {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, "
+                "at::native::FillFunctor<long>, ...>", "ts": t + 35, "dur": 1.5},
                {"ph": "X", "cat": "kernel", "name": "triton_tem_fused_mm_0", "ts": t + 40, "dur": 5.0 + i},
                {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_1", "ts": t + 50, "dur": 1.0},
                {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": t + 1, "dur": 9.0}]
     calls, copies, names = b.per_call(list(reversed(ev)))  # order comes from ts, not the list
-    assert calls == [6.0, 7.0, 8.0] and copies == [2.0, 2.0, 2.0]
+    assert calls == [6.0, 7.0, 8.0] and copies == [3.5, 3.5, 3.5]
     assert names == {"triton_tem_fused_mm_0": 3, "triton_poi_fused_add_1": 3}
     assert b.per_call([]) == ([], [], {})
 
