@@ -53,7 +53,6 @@ geomeans, printed PASS/FAIL:
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import math

@@ -137,6 +137,7 @@ def test_parse_collector_shard(tmp_path):
     from torch_diode import wire
     from torch_diode.collect import records
     from torch_diode.collect.engine import FLAG_DEFAULT
+    assert b.FLAG_DEFAULT == FLAG_DEFAULT  # the bench keeps its own copy (no engine import in the driver)
     ws = ["l3_kv_m4", "vit_fc1_b8"]
     from torch_diode.collect.spec import parse_spec
     spec, sws = b.collector_spec(ws, "s/1", 90)
