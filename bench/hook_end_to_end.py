@@ -12,9 +12,9 @@ then, on any machine (CPU is enough), join the two parts into one table with the
 
 The default workloads do not fit one 10-minute call (the plan printed first estimates about
 1,050 s in all, ~530 s per part), so --part i/n splits them (the GEMMs of one collector kernel
-class stay in one part); what does not fit --budget-s is reported as skipped_budget (the
-collector runs last and reports problems it did not reach as not_finished), never dropped
-silently. If part 1 shows much more overflow, use --part i/3 (three calls). Check the plan
+class stay in one part); each part runs the GEMMs' compile modes, then the collector (problems
+it did not reach: not_finished), then the small models; what does not fit --budget-s is
+reported as skipped_budget, never dropped silently. If part 1 shows much more overflow, use --part i/3 (three calls). Check the plan
 and the whole driver first, on CPU: `python3 bench/hook_end_to_end.py --dry-run` (fake
 timings), and `--smoke-cpu --workloads l3_kv_m4` (the workers' real compile path, tiny shapes).
 
@@ -1086,13 +1086,19 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
                                    "summary": summarize(results, workloads)},
                    table_md(results, workloads, modes, meta))
 
-    # cheap modes first for every workload, DEFAULT after them, EXHAUSTIVE Inductor runs
-    # last; the collector gets what remains (at most --collector-s) before them
+    # Order: the GEMM workloads' compile modes (cheap first, DEFAULT last), then the collector
+    # (the "best" reference of three goals), then the small models, then Inductor's own
+    # EXHAUSTIVE runs. The collector gets at most --collector-s and leaves the models their
+    # estimated time, but has at least 120 s; whatever overruns --budget-s is skipped_budget.
     cm = [m for m in ("plain", "diode_predict", "diode_top5", "default", "diode_exhaustive") if m in modes]
-    order = [(w, m) for w in workloads for m in cm]
+    gemm_ws = [w for w in workloads if WORKLOADS[w]["kind"] == "gemm"]
+    model_ws = [w for w in workloads if WORKLOADS[w]["kind"] != "gemm"]
+    order = [(w, m) for w in gemm_ws for m in cm]
     if "collector" in modes:
         order.append(("*", "collector"))
+    order += [(w, m) for w in model_ws for m in cm]
     order += [(w, "exhaustive") for w in workloads if "exhaustive" in modes]
+    models_est = sum(estimate_s(m, WORKLOADS[w]) for w in model_ws for m in cm)
     for w, m in order:
         left = a.budget_s - (time.perf_counter() - start)
         if m == "collector":
@@ -1100,7 +1106,8 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
             if left < 60 and not a.dry_run:
                 results += [{"mode": m, "workload": x, "status": "skipped_budget"} for x in gemms]
                 continue
-            rs = run_collector(a, workloads, a.out, suffix, min(a.collector_s, max(left, 60)))
+            limit = min(a.collector_s, left, max(120.0, left - models_est))
+            rs = run_collector(a, workloads, a.out, suffix, max(limit, 1.0))
             results += rs
             save(False)
             print(f"[{time.perf_counter() - start:7.1f}s] collector: " + ", ".join(
