@@ -179,7 +179,12 @@ class Fleet:
             except sqlite3.OperationalError:  # the coordinator has not created the database yet
                 pass
             time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}; shards: {self.counts()}")
+        # The processes' last log lines say why (a flake under load must be diagnosable from CI).
+        tails = []
+        for name, proc in self.procs.items():
+            lines = self.log(name).splitlines()[-8:]
+            tails.append(f"--- {name} (exit {proc.poll()}):\n" + "\n".join(lines))
+        raise AssertionError(f"timed out waiting for {what}; shards: {self.counts()}\n" + "\n".join(tails))
 
     def hub_files(self) -> list[pathlib.Path]:
         return sorted(self.hub_dir.glob("*.msgpack"))
