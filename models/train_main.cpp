@@ -5,6 +5,7 @@
 // writes the model directory (docs/model-format.md).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <torch/version.h>
 
@@ -58,6 +59,18 @@ int run(int argc, char** argv, const Comm& comm) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--configs-per-problem", o.configs_per_problem, "configs sampled per problem per step")
       ->check(CLI::Range(2, 100000));
+  app.add_option("--keep-best", o.keep_best,
+                 "pin a problem's N fastest configs in every sample of it (0: uniform sampling)")
+      ->check(CLI::Range(0, 100000));
+  app.add_flag("--keep-aten,!--no-keep-aten", o.keep_aten, "pin the ATen (cuBLAS) record in every sample of a problem");
+  app.add_option("--average-epochs", o.average_epochs,
+                 "write the mean of the weights of the last N epochs (stochastic weight averaging; 0: off)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--cv-folds", o.cv.folds,
+                 "K-fold cross-validation over the non-test problems (0: off, the plain 10% validation split); "
+                 "the run trains on K-1 folds and reports the overall regret on fold --cv-fold")
+      ->check(CLI::Range(0, 100));
+  app.add_option("--cv-fold", o.cv.fold, "the held-out fold, 0 .. K-1")->check(CLI::Range(0, 99));
   app.add_flag("--include-community", include_community, "also train on community-contributed shards");
   app.add_flag("--include-replayed", include_replayed,
                "also train on replayed records (replay runner, not measurements: demos and tests only)");
@@ -70,6 +83,8 @@ int run(int argc, char** argv, const Comm& comm) {
     return e.get_exit_code();
   }
   o.loss = parse_loss(loss);
+  if (o.cv.folds == 1 || (o.cv.folds > 0 && o.cv.fold >= o.cv.folds) || (o.cv.folds == 0 && o.cv.fold != 0))
+    throw std::invalid_argument("--cv-fold must be in 0 .. --cv-folds - 1, and --cv-folds >= 2");
   if (!is_valid_hardware_key(hardware)) throw std::invalid_argument("--hardware: '" + hardware + "' is not a hardware key");
 
   const Dataset d = load_dataset(data);
@@ -96,6 +111,30 @@ int run(int argc, char** argv, const Comm& comm) {
   if (comm.rank() != 0) return 0;
 
   ModelDir& m = r.model;
+  // Recipe decisions are made on this line (validation problems, or the
+  // cross-validation fold), never on the test split printed below.
+  const auto val_idx = indices_in_split(groups, Split::validation, o.split, o.cv);
+  if (!val_idx.empty()) {
+    const Evaluation vev = evaluate_model(m, hardware, groups, val_idx);
+    const auto& ov = vev.metrics.overall;
+    size_t aten_top1 = 0;
+    for (const auto& pr : vev.problems) aten_top1 += pr.top1_is_aten ? 1 : 0;
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "validation (%zu problems%s): overall top-1 %.4f p90 %.4f  top-5 %.4f p90 %.4f  top-10 %.4f  "
+                  "cublas %.4f  default+cublas %.4f  top-1 is ATen on %zu\n",
+                  vev.metrics.problems,
+                  o.cv.folds ? (", fold " + std::to_string(o.cv.fold) + "/" + std::to_string(o.cv.folds)).c_str() : "",
+                  ov.at(1).geomean, ov.at(1).p90, ov.at(5).geomean, ov.at(5).p90, ov.at(10).geomean,
+                  vev.metrics.cublas.geomean, vev.metrics.inductor_default_overall.geomean, aten_top1);
+    std::cout << line;
+    // Per problem, for pooling the folds of a cross-validation (p90 over all of them).
+    for (const auto& pr : vev.problems)
+      std::printf("val-problem %s %s %s top1 %.5f top5 %.5f top10 %.5f cublas %.5f default %.5f%s\n",
+                  hash_hex(pr.hash).c_str(), pr.op.c_str(), pr.dtype.c_str(), pr.overall[0], pr.overall[1],
+                  pr.overall[2], pr.cublas, pr.inductor_default_overall, pr.top1_is_aten ? " aten" : "");
+    std::fflush(stdout);
+  }
   const Evaluation ev = evaluate_model(m, hardware, groups, split_indices(groups, "test"));
   m.metrics = ev.metrics.to_json();
   m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
@@ -105,6 +144,8 @@ int run(int argc, char** argv, const Comm& comm) {
                 {"torch_version", TORCH_VERSION}, {"lr", o.lr}, {"weight_decay", o.weight_decay},
                 {"mse_weight", o.mse_weight}, {"temperature", o.listwise_temperature},
                 {"problems_per_batch", o.problems_per_batch}, {"configs_per_problem", o.configs_per_problem},
+                {"keep_best", o.keep_best}, {"average_epochs", o.average_epochs}, {"keep_aten", o.keep_aten}, {"cv_folds", o.cv.folds},
+                {"cv_fold", o.cv.fold},
                 {"weights_checksum", r.weights_checksum}, {"seconds", r.seconds},
                 {"samples_per_s", r.samples_per_s}};
   save_model_dir(out, m);

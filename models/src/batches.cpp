@@ -18,7 +18,10 @@ std::vector<GroupRows> build_rows(const std::vector<ProblemGroup>& groups, const
     r.index = gi;
     r.rows = g.configs.size();
     r.x.reserve(r.rows * spec.size());
-    for (const auto& c : g.configs) raw_features(spec, g.problem, c, r.x);
+    for (const auto& c : g.configs) {
+      raw_features(spec, g.problem, c, r.x);
+      r.aten.push_back(c.template_id == "aten" ? 1 : 0);
+    }
     r.y.assign(g.log_us.begin(), g.log_us.end());
     out.push_back(std::move(r));
   }
@@ -61,9 +64,27 @@ void normalise(const FeatureSpec& spec, std::vector<GroupRows>& rows) {
       }
 }
 
-BatchSampler::BatchSampler(const std::vector<GroupRows>& rows, size_t p, size_t s, bool failed_as_slow)
+BatchSampler::BatchSampler(const std::vector<GroupRows>& rows, size_t p, size_t s, bool failed_as_slow,
+                           size_t keep_best, bool keep_aten)
     : rows_(rows), p_(p), s_(s), failed_as_slow_(failed_as_slow) {
   if (p == 0 || s < 2) throw std::invalid_argument("batches need >= 1 problem and >= 2 configs per problem");
+  pinned_.resize(rows.size());
+  for (size_t gi = 0; gi < rows.size(); ++gi) {
+    const GroupRows& g = rows[gi];
+    std::vector<size_t> ok;
+    for (size_t r = 0; r < g.rows; ++r)
+      if (!std::isnan(g.y[r])) ok.push_back(r);
+    // Fastest first; ties by row (deterministic).
+    std::stable_sort(ok.begin(), ok.end(), [&](size_t a, size_t b) { return g.y[a] < g.y[b]; });
+    auto& pin = pinned_[gi];
+    for (size_t i = 0; i < std::min(keep_best, ok.size()); ++i) pin.push_back(ok[i]);
+    if (keep_aten)
+      for (size_t r = 0; r < g.rows && r < g.aten.size(); ++r)
+        if (g.aten[r] && (failed_as_slow || !std::isnan(g.y[r])) &&
+            std::find(pin.begin(), pin.end(), r) == pin.end())
+          pin.push_back(r);
+    if (pin.size() > s_) pin.resize(s_);
+  }
 }
 
 std::vector<Batch> BatchSampler::epoch(uint64_t seed, int rank, int epoch_index, size_t steps) const {
@@ -83,16 +104,19 @@ std::vector<Batch> BatchSampler::epoch(uint64_t seed, int rank, int epoch_index,
     b.ok.assign(p_ * s_, 0.0f);
     b.valid.assign(p_ * s_, 0.0f);
     for (size_t pi = 0; pi < p_; ++pi) {
-      const GroupRows& g = rows_[order[cursor++ % order.size()]];
+      const size_t gi = order[cursor++ % order.size()];
+      const GroupRows& g = rows_[gi];
+      const std::vector<size_t>& pin = pinned_[gi];
       std::vector<size_t> cand;
       double worst = -1e30;
       for (size_t r = 0; r < g.rows; ++r) {
         const bool ok = !std::isnan(g.y[r]);
         if (ok) worst = std::max(worst, double(g.y[r]));
-        if (ok || failed_as_slow_) cand.push_back(r);
+        if ((ok || failed_as_slow_) && std::find(pin.begin(), pin.end(), r) == pin.end()) cand.push_back(r);
       }
       std::shuffle(cand.begin(), cand.end(), rng);
-      if (cand.size() > s_) cand.resize(s_);
+      if (cand.size() > s_ - pin.size()) cand.resize(s_ - pin.size());
+      cand.insert(cand.begin(), pin.begin(), pin.end());
       for (size_t j = 0; j < cand.size(); ++j) {
         const size_t r = cand[j], slot = pi * s_ + j;
         std::copy_n(g.x.begin() + long(r * d), d, b.x.begin() + long(slot * d));

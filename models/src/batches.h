@@ -17,6 +17,7 @@ struct GroupRows {
   size_t index = 0;        // into the groups vector
   std::vector<float> x;    // rows x D, raw until normalise() is applied
   std::vector<float> y;    // log us; NaN for failed configs
+  std::vector<uint8_t> aten;  // 1 for the ATen (cuBLAS) record
   size_t rows = 0;
 };
 
@@ -44,8 +45,11 @@ class BatchSampler {
  public:
   // failed_as_slow: failed configs take part (as "slower than everything") in
   // the ranking losses; otherwise they are never sampled.
+  // keep_best: the keep_best fastest ok configs of a problem are in every
+  // sample of it; keep_aten: so is its ATen record (without either, a problem
+  // of ~900 configs shows its best config and ATen in S/900 of its samples).
   BatchSampler(const std::vector<GroupRows>& rows, size_t problems_per_batch, size_t configs_per_problem,
-               bool failed_as_slow);
+               bool failed_as_slow, size_t keep_best = 0, bool keep_aten = false);
   // The batches of one epoch, `steps` of them, cycling through this rank's
   // problems in an order shuffled by (seed, rank, epoch) only.
   std::vector<Batch> epoch(uint64_t seed, int rank, int epoch_index, size_t steps) const;
@@ -54,6 +58,7 @@ class BatchSampler {
   const std::vector<GroupRows>& rows_;
   size_t p_, s_;
   bool failed_as_slow_;
+  std::vector<std::vector<size_t>> pinned_;  // per problem: rows in every sample
 };
 
 }  // namespace diode::models

@@ -31,6 +31,24 @@ std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Sp
   return out;
 }
 
+std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Split s,
+                                     const SplitFractions& f, const CrossValidation& cv) {
+  if (cv.folds == 0) return indices_in_split(groups, s, f);
+  if (cv.folds < 2 || cv.fold < 0 || cv.fold >= cv.folds)
+    throw std::invalid_argument("cross-validation needs folds >= 2 and 0 <= fold < folds");
+  std::vector<size_t> out;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Split base = split_of(groups[i].hash, f);
+    if (base == Split::test) {
+      if (s == Split::test) out.push_back(i);
+      continue;
+    }
+    const bool held_out = int((groups[i].hash >> 16) % uint64_t(cv.folds)) == cv.fold;
+    if ((s == Split::validation && held_out) || (s == Split::train && !held_out)) out.push_back(i);
+  }
+  return out;
+}
+
 std::vector<size_t> rank_partition(const std::vector<ProblemGroup>& groups,
                                    const std::vector<size_t>& idx, int rank, int nranks) {
   if (nranks < 1 || rank < 0 || rank >= nranks) throw std::invalid_argument("bad rank/nranks");

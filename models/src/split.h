@@ -28,6 +28,22 @@ Split split_of(uint64_t problem_hash, const SplitFractions& f = {});
 std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Split s,
                                      const SplitFractions& f = {});
 
+// K-fold cross-validation over the non-test problems, for choosing a recipe
+// without looking at the test split: with folds = K > 0, the training and
+// validation splits are pooled and fold f (problems whose (hash >> 16) % K == f,
+// bits independent of the split bucket) becomes the validation set; the rest
+// of the pool is trained on. The test split is never part of the pool.
+struct CrossValidation {
+  int folds = 0;  // 0: off (the plain train / validation split)
+  int fold = 0;   // 0 .. folds-1
+};
+
+// Indices of `groups` in split `s` (Split::train or Split::validation are
+// redefined by cv when cv.folds > 0; Split::test never is), in groups' order.
+// Throws std::invalid_argument for a bad fold.
+std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Split s, const SplitFractions& f,
+                                     const CrossValidation& cv);
+
 // The training problems of one rank: sorted by hash, then dealt round-robin
 // (balanced to within one problem).
 std::vector<size_t> rank_partition(const std::vector<ProblemGroup>& groups,

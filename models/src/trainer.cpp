@@ -201,12 +201,14 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
   if (o.epochs < 1 || o.hidden < 1 || o.blocks < 0 || o.lr <= 0)
     throw std::invalid_argument("epochs, hidden and lr must be positive, blocks >= 0");
   if (o.activation != "silu" && o.activation != "relu") throw std::invalid_argument("activation: silu or relu");
+  if (o.average_epochs < 0 || o.average_epochs > o.epochs)
+    throw std::invalid_argument("average_epochs must be in 0 .. epochs");
   torch::manual_seed(o.seed);
   at::set_num_threads(1);  // determinism, and one core per rank
 
   // ---- data: this rank's training problems, validation problems ----------
-  const auto train_idx = indices_in_split(groups, Split::train, o.split);
-  const auto val_idx = indices_in_split(groups, Split::validation, o.split);
+  const auto train_idx = indices_in_split(groups, Split::train, o.split, o.cv);
+  const auto val_idx = indices_in_split(groups, Split::validation, o.split, o.cv);
   const auto mine = rank_partition(groups, train_idx, comm.rank(), comm.size());
   const auto my_val = rank_partition(groups, val_idx, comm.rank(), comm.size());
   if (comm.allreduce_min(mine.size()) == 0)
@@ -232,10 +234,14 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
   }
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   GradAverager averager(model->parameters(), o.bucket_floats);
-  BatchSampler sampler(rows, o.problems_per_batch, o.configs_per_problem, o.failed_as_slow);
+  BatchSampler sampler(rows, o.problems_per_batch, o.configs_per_problem, o.failed_as_slow, o.keep_best,
+                       o.keep_aten);
   const size_t steps = (comm.allreduce_max(mine.size()) + o.problems_per_batch - 1) / o.problems_per_batch;
   const size_t total_steps = steps * size_t(o.epochs);
 
+  // Weight averaging: running sums (double) of the parameters over the last epochs.
+  std::vector<std::vector<double>> avg;
+  int averaged = 0;
   TrainResult res;
   const auto t_start = std::chrono::steady_clock::now();
   double total_rows = 0;
@@ -264,9 +270,27 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
       acc[1] += 1;
       acc[2] += double(b.real_rows);
     }
+    if (o.average_epochs > 0 && ep >= o.epochs - o.average_epochs) {
+      const auto params = model->parameters();
+      if (avg.empty()) avg.resize(params.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        const torch::Tensor c = params[i].detach().contiguous();
+        const float* p = c.data_ptr<float>();
+        avg[i].resize(size_t(c.numel()), 0.0);
+        for (size_t j = 0; j < avg[i].size(); ++j) avg[i][j] += p[j];
+      }
+      ++averaged;
+      if (ep == o.epochs - 1) {  // last epoch: the model becomes the average (validated below)
+        torch::NoGradGuard ng;
+        for (size_t i = 0; i < params.size(); ++i) {
+          float* p = params[i].data_ptr<float>();
+          for (size_t j = 0; j < avg[i].size(); ++j) p[j] = float(avg[i][j] / averaged);
+        }
+      }
+    }
     // Validation regret on this rank's share of the validation problems.
     model->eval();
-    double v[3] = {0, 0, 0};  // sum log regret@1, @5, count
+    double v[5] = {0, 0, 0, 0, 0};  // sum log regret@1, @5, count, sum log overall@1, @5
     {
       torch::NoGradGuard ng;
       for (const auto& g : val_rows) {
@@ -277,23 +301,28 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
         v[0] += std::log(r.regret[0]);
         v[1] += std::log(r.regret[1]);
         v[2] += 1;
+        v[3] += std::log(r.overall[0]);
+        v[4] += std::log(r.overall[1]);
       }
     }
-    double all[6] = {acc[0], acc[1], acc[2], v[0], v[1], v[2]};
-    comm.allreduce_sum(all, 6);
+    double all[8] = {acc[0], acc[1], acc[2], v[0], v[1], v[2], v[3], v[4]};
+    comm.allreduce_sum(all, 8);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochStats st;
     st.epoch = ep + 1;
     st.loss = all[0] / std::max(all[1], 1.0);
     st.val_regret1 = all[5] > 0 ? std::exp(all[3] / all[5]) : std::nan("");  // NaN: no validation problems
     st.val_regret5 = all[5] > 0 ? std::exp(all[4] / all[5]) : std::nan("");
+    st.val_overall1 = all[5] > 0 ? std::exp(all[6] / all[5]) : std::nan("");
+    st.val_overall5 = all[5] > 0 ? std::exp(all[7] / all[5]) : std::nan("");
     st.seconds = secs;
     st.samples_per_s = all[2] / secs;
     total_rows += all[2];
     res.epochs.push_back(st);
     if (log && comm.rank() == 0)
       *log << "epoch " << st.epoch << "/" << o.epochs << std::fixed << std::setprecision(4) << "  loss "
-           << st.loss << "  val regret@1 " << st.val_regret1 << " @5 " << st.val_regret5 << std::setprecision(0)
+           << st.loss << "  val regret@1 " << st.val_regret1 << " @5 " << st.val_regret5 << "  overall@1 "
+           << st.val_overall1 << " @5 " << st.val_overall5 << std::setprecision(0)
            << "  samples/s " << st.samples_per_s << std::setprecision(3) << "  allreduce "
            << averager.seconds - comm0 << " s  (" << secs << " s, " << comm.size() << " ranks)" << std::endl;
   }

@@ -106,3 +106,33 @@ TEST(Groups, WrongHardwareAndCommunityAreRefused) {
   with.include_community = true;
   EXPECT_EQ(group_by_problem(d, with).size(), 5u);
 }
+
+TEST(Split, CrossValidationFoldsPartitionTheNonTestProblems) {
+  SynthOptions o;
+  o.problems = 300, o.shards = 1, o.config_stride = 80;
+  const auto groups = group_by_problem(make_synthetic_dataset(o), {});
+  const auto test = indices_in_split(groups, Split::test);
+  const auto train = indices_in_split(groups, Split::train);
+  const auto val = indices_in_split(groups, Split::validation);
+  const size_t pool = train.size() + val.size();
+  std::multiset<size_t> seen_val;
+  for (int f = 0; f < 4; ++f) {
+    const CrossValidation cv{4, f};
+    const auto t = indices_in_split(groups, Split::train, {}, cv);
+    const auto v = indices_in_split(groups, Split::validation, {}, cv);
+    EXPECT_EQ(indices_in_split(groups, Split::test, {}, cv), test);  // never moves
+    EXPECT_EQ(t.size() + v.size(), pool);
+    EXPECT_GT(v.size(), pool / 8);
+    std::set<size_t> ts(t.begin(), t.end());
+    for (size_t i : v) EXPECT_FALSE(ts.count(i));
+    for (size_t i : test) EXPECT_FALSE(ts.count(i));
+    seen_val.insert(v.begin(), v.end());
+  }
+  // Every non-test problem is validated on exactly once over the K folds.
+  EXPECT_EQ(seen_val.size(), pool);
+  EXPECT_EQ(std::set<size_t>(seen_val.begin(), seen_val.end()).size(), pool);
+  // Off: the plain split.
+  EXPECT_EQ(indices_in_split(groups, Split::train, {}, {}), train);
+  EXPECT_THROW(indices_in_split(groups, Split::train, {}, {1, 0}), std::invalid_argument);
+  EXPECT_THROW(indices_in_split(groups, Split::train, {}, {3, 3}), std::invalid_argument);
+}

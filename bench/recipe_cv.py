@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""K-fold cross-validation of a diode-train recipe on the non-test problems.
+
+    python bench/recipe_cv.py --train build/models/diode-train --data datasets/nvidia-h100-80gb \
+        --folds 4 --name base -- --epochs 150 --seed 1
+
+Runs `diode-train ... --cv-folds K --cv-fold f` for every fold (the test split is
+never trained or judged on here), pools the trainer's per-problem `val-problem`
+lines and prints one row: overall top-1 / top-5 / top-10 geomean and p90 over
+every non-test problem, per op top-1, and how often the model's top-1 is ATen.
+--seeds runs every fold once per seed and pools those too.
+"""
+import argparse
+import collections
+import json
+import math
+import subprocess
+import sys
+import tempfile
+
+
+def p90(v):
+    s = sorted(v)
+    return s[max(math.ceil(0.9 * len(s)), 1) - 1]
+
+
+def geo(v):
+    return math.exp(sum(math.log(x) for x in v) / len(v))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--hardware", default="nvidia-h100-80gb")
+    ap.add_argument("--folds", type=int, default=4)
+    ap.add_argument("--seeds", default="1")
+    ap.add_argument("--name", default="run")
+    ap.add_argument("--json", help="append the pooled result as one JSON line to this file")
+    ap.add_argument("--rows", help="write every pooled per-problem row to this JSON file")
+    ap.add_argument("args", nargs="*")
+    a = ap.parse_args()
+    rows = []
+    for seed in a.seeds.split(","):
+        for f in range(a.folds):
+            with tempfile.TemporaryDirectory() as out:
+                cmd = [a.train, "--hardware", a.hardware, "--data", a.data, "--out", out, "--quiet",
+                       "--cv-folds", str(a.folds), "--cv-fold", str(f), "--seed", seed] + a.args
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode:
+                    sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
+                for line in r.stdout.splitlines():
+                    if line.startswith("val-problem "):
+                        t = line.split()
+                        rows.append({"problem": t[1], "seed": seed, "op": t[2], "dtype": t[3], "top1": float(t[5]), "top5": float(t[7]),
+                                     "top10": float(t[9]), "cublas": float(t[11]), "default": float(t[13]),
+                                     "aten": t[-1] == "aten"})
+    res = {"name": a.name, "args": " ".join(a.args), "seeds": a.seeds, "n": len(rows)}
+    for k in ("top1", "top5", "top10", "cublas", "default"):
+        v = [r[k] for r in rows]
+        res[k] = [round(geo(v), 4), round(p90(v), 4)]
+    per_op = collections.defaultdict(list)
+    for r in rows:
+        per_op[r["op"]].append(r["top1"])
+    res["top1_per_op"] = {op: round(geo(v), 4) for op, v in sorted(per_op.items())}
+    res["top1_max"] = round(max(r["top1"] for r in rows), 3)
+    res["aten_top1"] = sum(r["aten"] for r in rows)
+    print(json.dumps(res))
+    if a.rows:
+        with open(a.rows, "w") as fh:
+            json.dump(rows, fh)
+    if a.json:
+        with open(a.json, "a") as fh:
+            fh.write(json.dumps(res) + "\n")
+
+
+if __name__ == "__main__":
+    main()
