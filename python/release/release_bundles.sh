@@ -32,6 +32,10 @@
 #   --hardware KEY      only this key (repeatable)
 #   --np N              MPI ranks (default 2)
 #   --epochs N          (default 150)   --seed N (default 1)
+#   --seeds S1,S2,...   train one model per seed and ship the one with the lowest top-1
+#                       regret on the trainer's VALIDATION split (never the test split,
+#                       which `diode validate` reports); the choice and every seed's
+#                       validation line go to python/release/validate/KEY.seeds.txt
 #   --train-args "..."  extra diode-train flags for a new recipe, e.g. "--loss listwise --hidden 128"
 #                       (also $DIODE_TRAIN_ARGS)
 #   --expires-days N    bundle lifetime (default 365). The root metadata's own expiry
@@ -44,7 +48,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0
+np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0
 hardware=() tested=()
 while (($#)); do
   case $1 in
@@ -56,6 +60,7 @@ while (($#)); do
     --np) np=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
     --train-args) train_args=$2; shift 2 ;;
     --expires-days) days=$2; shift 2 ;;
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
@@ -87,10 +92,35 @@ failed=() done_=()
 for hw in "${hardware[@]}"; do
   data="$repo/datasets/$hw" w="$work/$hw"
   echo "== $hw" >&2
-  ((dry)) || { rm -rf "$w"; mkdir -p "$w"; }
-  # shellcheck disable=SC2086  # train_args are words on purpose
-  if ! run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" --out "$w/model" \
-        --epochs "$epochs" --seed "$seed" $train_args --quiet; then
+  ((dry)) || rm -rf "$w"
+  mkdir -p "$w"
+  # Seed noise is larger than most recipe differences (docs/training.md, recipe search),
+  # so with --seeds the model is chosen by the validation split's top-1 regret.
+  ok=1 best="" best_t1=""
+  : > "$w/seeds.txt"
+  for s in ${seeds//,/ }; do
+    # shellcheck disable=SC2086  # train_args are words on purpose
+    if ! run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
+          --out "$w/seed-$s" --epochs "$epochs" --seed "$s" $train_args > "$w/seed-$s.log" 2>&1; then
+      tail -5 "$w/seed-$s.log" >&2; ok=0; break
+    fi
+    ((dry)) && continue
+    line=$(grep -m1 '^validation (' "$w/seed-$s.log" || true)
+    t1=$(sed -n 's/.*overall top-1 \([0-9.]*\).*/\1/p' <<<"$line")
+    [ -n "$t1" ] || { echo "release_bundles: $hw seed $s: no validation line in $w/seed-$s.log" >&2; ok=0; break; }
+    echo "seed $s: $line" >> "$w/seeds.txt"
+    if [ -z "$best" ] || awk -v a="$t1" -v b="$best_t1" 'BEGIN { exit !(a < b) }'; then best=$s best_t1=$t1; fi
+  done
+  if [ -z "$seeds" ] && ((ok)); then
+    # shellcheck disable=SC2086
+    run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
+      --out "$w/model" --epochs "$epochs" --seed "$seed" $train_args --quiet || ok=0
+  elif ((ok)) && ! ((dry)); then
+    mv "$w/seed-$best" "$w/model"
+    echo "chosen: seed $best (lowest validation top-1 regret, $best_t1)" >> "$w/seeds.txt"
+    cat "$w/seeds.txt" >&2
+  fi
+  if ! ((ok)); then
     echo "release_bundles: $hw: diode-train failed (see above); the shipped $hw bundle is left as it was" >&2
     failed+=("$hw (train)"); continue
   fi
@@ -107,6 +137,7 @@ for hw in "${hardware[@]}"; do
   [ -n "$version" ] || { echo "release_bundles: cannot parse: $out" >&2; failed+=("$hw (publish)"); continue; }
   run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" >&2
   cp "$w/validate.json" "$results/$hw.json"
+  if [ -n "$seeds" ]; then cp "$w/seeds.txt" "$results/$hw.seeds.txt"; else rm -f "$results/$hw.seeds.txt"; fi
   rm -rf "$shipped/$hw.new"
   mkdir -p "$shipped/$hw.new/$version"
   for f in bundle.json roots.json model.json weights.msgpack; do
