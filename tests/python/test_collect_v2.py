@@ -217,3 +217,84 @@ def test_m1_mm_is_lowered_as_a_gemm_without_coordinate_descent():
     with config.patch(COMPILE_OPTIONS):
         assert decomposition.bmm(ba, bb) is NotImplemented
     assert torch._inductor.list_mode_options("max-autotune-no-cudagraphs")["coordinate_descent_tuning"]
+
+
+def _cfg(stages, bm=64, warps=4, **kw):
+    return {"BLOCK_M": bm, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "EVEN_K": True,
+            "num_stages": stages, "num_warps": warps, **kw}
+
+
+def test_stage_group_ignores_only_num_stages():
+    g = plan.stage_group("triton::bmm", _cfg(5, ACC_TYPE="tl.float32"))
+    assert g == plan.stage_group("triton::bmm", _cfg(1))           # non-int params do not count
+    assert g != plan.stage_group("triton::bmm", _cfg(5, warps=8))
+    assert g != plan.stage_group("triton::mm", _cfg(5))
+    assert plan.stage_group("aten::bmm", {}) is None                # ATen: no stage neighbours
+
+
+def test_suspects_stage_neighbour_outlier():
+    # The H100 bmm 16x16x280x16 case: num_stages 5 at 773 us, stages 1-4 at ~4.5 us.
+    t = {f"s{s}": ("triton::bmm", _cfg(s), 4.5 + 0.01 * s, 0.05) for s in range(1, 5)}
+    t["s5"] = ("triton::bmm", _cfg(5), 773.0, 2.0)
+    t["other"] = ("triton::bmm", _cfg(5, bm=16), 40.0, 0.1)        # slow, but no faster neighbour
+    t["w8s2"] = ("triton::bmm", _cfg(2, warps=8), 12.0, 0.1)        # 2.9x its neighbour: kept
+    t["w8s3"] = ("triton::bmm", _cfg(3, warps=8), 4.2, 0.1)
+    assert plan.suspects(t) == ["s5"]
+
+
+def test_suspects_wide_spread_including_aten():
+    # The addmm 11x32x16 ATen record: median 103.8 us, IQR 109.7 us over 5 repeats.
+    t = {"aten": ("aten::addmm", {}, 103.8, 109.7), "ok": ("triton::mm", _cfg(3), 4.3, 0.1),
+         "edge": ("triton::mm", _cfg(3, bm=32), 4.0, 1.0)}       # IQR exactly 0.25 x median: not
+    assert plan.suspects(t) == ["aten"]
+
+
+def test_suspects_worst_first_and_bounded():
+    t = {"base": ("triton::mm", _cfg(1), 1.0, 0.0)}
+    for s in range(2, 6):
+        t[f"s{s}"] = ("triton::mm", _cfg(s), 1.0 + 3 * s, 0.0)    # 7x .. 16x: 2.3 .. 5.3x past 3x
+    t["spread"] = ("triton::mm", _cfg(1, bm=128), 2.0, 2.0)       # IQR = median: 4x past 0.25
+    assert plan.suspects(t) == ["s5", "s4", "spread", "s3", "s2"]
+    assert plan.suspects(t, limit=2) == ["s5", "s4"]
+    assert plan.suspects({}) == []
+
+
+def test_keep_lower_batch():
+    stalled, clean = [773.0, 770.0, 780.0, 775.0, 771.0], [4.6] * 10
+    assert plan.keep_lower(stalled, clean) is clean
+    assert plan.keep_lower(clean, stalled) is clean
+    assert plan.keep_lower([1.0, 2.0, 3.0], [2.0, 2.0]) == [1.0, 2.0, 3.0]   # tie: the old one
+    assert plan.keep_lower([], clean) is clean and plan.keep_lower(clean, []) is clean
+
+
+def _entry(uid, params, samples, status="ok"):
+    from torch_diode.collect.engine import Entry
+    from torch_diode.collect.space import Offered
+    return Entry(Offered(uid, params, wire.KernelConfig("triton" if "triton" in uid else "aten")),
+                 is_triton="triton" in uid, status=status, samples=list(samples))
+
+
+def test_engine_retimes_suspects_and_keeps_the_lower_batch():
+    from torch_diode.collect.engine import Stats, retime_suspects
+    assert Stats().retimed == 0                               # surfaces in <out>.stats.json
+    fast = [_entry("triton::bmm", _cfg(s), [4.5] * 25) for s in range(1, 5)]
+    stalled = _entry("triton::bmm", _cfg(5), [773.0] * 5)     # one bad batch of min_repeats
+    noisy = _entry("aten::bmm", {}, [3.0, 3.1, 9.0, 9.5, 10.0])   # re-time comes back worse
+    failed = _entry("triton::bmm", _cfg(5, bm=16), [], status="out_of_resources")
+    entries = fast + [stalled, noisy, failed]
+    fns = {id(e): e for e in entries}
+    calls = []
+
+    def repeat(fn, n):   # a fake BatchTimer.repeat: the stall is gone, ATen is noisier still
+        calls.append((fn, n))
+        return [4.6] * n if fn is stalled else [20.0] * n
+
+    assert retime_suspects(entries, fns, repeat, 10, deadline=1.0, clock=lambda: 0.0) == 2
+    assert calls == [(stalled, 10), (noisy, 10)]              # worst first, each once
+    assert stalled.samples == [4.6] * 10                      # the new batch: its 10 repeats
+    assert noisy.samples == [3.0, 3.1, 9.0, 9.5, 10.0]        # the old batch was lower: kept
+    assert all(e.samples == [4.5] * 25 for e in fast)
+    calls.clear()
+    stalled.samples = [773.0] * 5
+    assert retime_suspects(entries, fns, repeat, 10, deadline=1.0, clock=lambda: 2.0) == 0
+    assert calls == [] and stalled.samples == [773.0] * 5     # past the deadline: nothing

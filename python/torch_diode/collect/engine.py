@@ -11,7 +11,9 @@ Per problem:
   3. In this process each kernel is loaded once, checked against ATen's result once,
      and timed with BatchTimer (cold L2, launches queued behind a GPU spin: GPU time
      only). Order: ATen, DEFAULT configs, then the rest by plan.promise(). Repeats are
-     adaptive (plan.repeats_for) and the contenders are re-timed interleaved at the end.
+     adaptive (plan.repeats_for); suspect records (plan.suspects: a wide spread, or far
+     slower than the same config at another num_stages) are re-timed once, keeping the
+     lower batch; then the contenders are re-timed interleaved.
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ class Stats:
     time_s: float = 0.0
     wall_s: float = 0.0
     mismatched: int = 0
+    retimed: int = 0          # suspect records re-timed with a fresh batch (plan.suspects)
     lowered_as: str = ""
     best_triton_us: float = 0.0
     aten_us: float = 0.0
@@ -247,8 +250,10 @@ class Engine:
                 e.status = "ok"
                 fns[id(e)] = fn
                 best = min(best, summarize(e.samples).median)
-            # Interleaved re-timing of the contenders, against drift between early and late configs.
             s0 = time.perf_counter()
+            st.retimed = retime_suspects(pl.entries, fns, self.timer.repeat,
+                                         max(tm.min_repeats, plan.RETIME_REPEATS), deadline)
+            # Interleaved re-timing of the contenders, against drift between early and late configs.
             times = {id(e): summarize(e.samples).median for e in pl.entries if e.status == "ok"}
             close = plan.contenders(times)
             if len(close) > 1 and time.perf_counter() < deadline:
@@ -285,6 +290,29 @@ class Engine:
         st.wall_s = (time.perf_counter() - t0) + pl.lower_s
         del inputs, a, b, c, ref, bias, tensors, fns
         return out, st
+
+
+def retime_suspects(entries: list, fns: dict, repeat, n: int, deadline: float,
+                    clock=time.perf_counter) -> int:
+    """Re-time each suspect ok entry (plan.suspects, worst first) once: a fresh batch of n
+    repeats (`repeat(fn, n)` -> samples), keeping the batch with the lower median
+    (plan.keep_lower), so one disturbed batch cannot stand. A kept batch replaces the
+    samples, so the record's repeat count is that batch's. Stops at the problem deadline.
+    Returns how many were re-timed."""
+    timed, by_id = {}, {}
+    for e in entries:
+        if e.status == "ok" and e.samples:
+            s = summarize(e.samples)
+            timed[id(e)] = (e.offered.uid, e.params, s.median, s.iqr)
+            by_id[id(e)] = e
+    done = 0
+    for k in plan.suspects(timed):
+        if clock() > deadline:
+            break
+        e = by_id[k]
+        e.samples = plan.keep_lower(e.samples, repeat(fns[k], n))
+        done += 1
+    return done
 
 
 def _launcher(kernel, grid, args, consts):
