@@ -99,12 +99,15 @@ for hw in "${hardware[@]}"; do
   ok=1 best="" best_t1=""
   : > "$w/seeds.txt"
   for s in ${seeds//,/ }; do
-    # shellcheck disable=SC2086  # train_args are words on purpose
-    if ! run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
-          --out "$w/seed-$s" --epochs "$epochs" --seed "$s" $train_args > "$w/seed-$s.log" 2>&1; then
+    cmd=(mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data"
+         --out "$w/seed-$s" --epochs "$epochs" --seed "$s")
+    # shellcheck disable=SC2206  # train_args are words on purpose
+    cmd+=($train_args)
+    echo "+ ${cmd[*]} > $w/seed-$s.log" >&2
+    ((dry)) && continue
+    if ! "${cmd[@]}" > "$w/seed-$s.log" 2>&1; then
       tail -5 "$w/seed-$s.log" >&2; ok=0; break
     fi
-    ((dry)) && continue
     line=$(grep -m1 '^validation (' "$w/seed-$s.log" || true)
     t1=$(sed -n 's/.*overall top-1 \([0-9.]*\).*/\1/p' <<<"$line")
     [ -n "$t1" ] || { echo "release_bundles: $hw seed $s: no validation line in $w/seed-$s.log" >&2; ok=0; break; }
