@@ -276,3 +276,39 @@ def test_unreachable_hub_falls_back_to_shipped_bundle_with_one_warning(hook, mon
     (msg,) = warnings_of(caplog)
     assert "(hub_unreachable)" in msg and "using the model shipped with the package" in msg
     assert "Inductor's default" not in msg
+
+
+# ------------------------------------------------------------ the release script ----
+
+RELEASE = ROOT / "python" / "release" / "release_bundles.sh"
+
+
+def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_repo(tmp_path):
+    """--dry-run prints what a release runs (one mpirun training per --seeds entry, then the
+    validation of the chosen model) and changes nothing; a key directory inside the
+    checkout is refused, so private keys cannot be committed by accident."""
+    if not DIODE.exists() or not (BUILD / "models" / "diode-train").exists():
+        pytest.skip("needs the C++ build with the trainer (diode, diode-train)")
+    keys = tmp_path / "keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
+                   check=True, capture_output=True, text=True)
+    shipped = sorted(p.relative_to(ROOT).as_posix()
+                     for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())
+    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                        "--build", str(BUILD), "--work", str(tmp_path / "work"), "--hardware", "nvidia-h100-80gb",
+                        "--seeds", "3,7", "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    trains = [l for l in r.stderr.splitlines() if l.startswith("+ mpirun")]
+    assert [t.split("--seed ")[1].split()[0] for t in trains] == ["3", "7"], r.stderr
+    assert "diode validate --model" in r.stderr
+    assert not (tmp_path / "reg" / "nvidia-h100-80gb").exists()  # nothing published
+    assert shipped == sorted(p.relative_to(ROOT).as_posix()
+                             for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())
+    inside = ROOT / "build" / "release-keys-test"  # build/ is ignored, but still inside the checkout
+    try:
+        shutil.copytree(keys, inside)
+        r = subprocess.run(["bash", str(RELEASE), "--keys", str(inside), "--build", str(BUILD), "--dry-run"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "inside the repository" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
