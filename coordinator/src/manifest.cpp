@@ -3,6 +3,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -421,6 +422,8 @@ void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
   if (n["problems_per_shard"]) m.problems_per_shard = c.uint(n["problems_per_shard"], p + ".problems_per_shard", 1, 65536);
   if (n["search_space"]) {
     m.search_space = c.str(n["search_space"], p + ".search_space");
+    // Any case, as install(search_space=...) takes it; stored as Inductor spells it.
+    for (auto& ch : m.search_space) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     if (m.search_space != "EXHAUSTIVE" && m.search_space != "DEFAULT")
       c.error(n["search_space"], p + ".search_space", "'" + m.search_space + "' is not one of EXHAUSTIVE, DEFAULT");
   }

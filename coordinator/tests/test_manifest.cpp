@@ -109,6 +109,10 @@ TEST(Manifest, HardwareKeyIsOneMoreRule) {
   EXPECT_EQ(hardware_rules_text(m.hardware), "vendor=nvidia device_name=H100 cc=9.0 key=nvidia-h100-80gb");
   // A change of key is a change of the manifest.
   EXPECT_EQ(manifest_fields(m).at("hardware.key"), "nvidia-h100-80gb");
+  // search_space in any case, as the hook's install(search_space=...) takes it.
+  std::string lower = y;
+  lower.replace(lower.find("  shapes:"), 0, "  search_space: exhaustive\n");
+  EXPECT_EQ(parse_manifest(lower, "m.yaml").search_space, "EXHAUSTIVE");
 
   std::string bad = y;
   bad.replace(bad.find("nvidia-h100-80gb"), 16, "H100 80GB");

@@ -28,6 +28,7 @@ def test_bias_ops_default_to_row_bias():
 
 
 def test_round_trip_through_json():
+    assert parse_spec(spec(search_space="exhaustive")).search_space == "EXHAUSTIVE"  # any case
     s = parse_spec(spec(search_space="DEFAULT", timing={"repeats": 7, "min_repeats": 3}))
     assert parse_spec(spec_to_json(s)) == s
 

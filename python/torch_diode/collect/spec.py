@@ -154,7 +154,8 @@ def parse_spec(d) -> Spec:
     if len(probs) > wire.MAX_PROBLEMS:
         raise SpecError(f"spec.problems: more than {wire.MAX_PROBLEMS}")
     problems = tuple(_problem(p, f"spec.problems[{i}]") for i, p in enumerate(probs))
-    space = _typed(d, "search_space", str, "EXHAUSTIVE", "spec")
+    # Any case, as the hook's install(search_space=...) takes it; stored as Inductor spells it.
+    space = _typed(d, "search_space", str, "EXHAUSTIVE", "spec").upper()
     if space not in SEARCH_SPACES:
         raise SpecError(f"spec.search_space: '{space}' is not one of {', '.join(SEARCH_SPACES)}")
     tf32 = _typed(d, "tf32", list, [False, True], "spec")
