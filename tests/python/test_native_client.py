@@ -129,12 +129,17 @@ def test_verify_committed_example_bundle(lib):
     native.verify(REGISTRY / HW / "1", ROOT_PUB.read_text().strip())
 
 
-def test_verify_rejects_tampered_weights(lib, tmp_path):
-    copy = tmp_path / "b"
-    shutil.copytree(REGISTRY / HW / "1", copy)
-    w = bytearray((copy / "weights.msgpack").read_bytes())
+def copy_with_tampered_weights(bundle: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
+    """A copy of a bundle directory whose weights are one bit off from what its signature covers."""
+    shutil.copytree(bundle, dest)
+    w = bytearray((dest / "weights.msgpack").read_bytes())
     w[-5] ^= 1
-    (copy / "weights.msgpack").write_bytes(bytes(w))
+    (dest / "weights.msgpack").write_bytes(bytes(w))
+    return dest
+
+
+def test_verify_rejects_tampered_weights(lib, tmp_path):
+    copy = copy_with_tampered_weights(REGISTRY / HW / "1", tmp_path / "b")
     with pytest.raises(native.DiodeClientError, match="weights.msgpack: SHA-256") as e:
         native.verify(copy, ROOT_PUB)
     assert e.value.kind == "verify"

@@ -9,7 +9,6 @@ with DIODE_TEST_WHEEL=1 (.ci/run sets it; docs/testing.md).
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ import zipfile
 
 import pytest
 
-from test_native_client import HW, REGISTRY, ROOT_PUB, _Hub
+from test_native_client import HW, REGISTRY, ROOT_PUB, _Hub, copy_with_tampered_weights
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -147,11 +146,7 @@ def test_installed_wheel_pulls_and_verifies_a_real_bundle(venv, tmp_path):
 
 
 def test_installed_wheel_refuses_tampered_bundles(venv, tmp_path):
-    bad = tmp_path / "bad"
-    shutil.copytree(REGISTRY / HW / "1", bad)
-    w = bytearray((bad / "weights.msgpack").read_bytes())
-    w[-5] ^= 1
-    (bad / "weights.msgpack").write_bytes(bytes(w))
+    bad = copy_with_tampered_weights(REGISTRY / HW / "1", tmp_path / "bad")
     hub = _Hub(REGISTRY)
 
     def flip(rel, body):  # the hub serves weights one bit off from what the signature covers
