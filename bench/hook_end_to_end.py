@@ -22,13 +22,25 @@ Modes, per workload (each compile mode in its own Python subprocess with its own
 Inductor and Triton caches, caches force-disabled):
 
   plain            torch.compile(fn)                                    (no autotuning)
-  default          torch.compile(fn, mode="max-autotune"), DEFAULT GEMM search space
-  diode_predict    max-autotune + torch_diode mode=predict: the model's choice alone, no benchmarking
+  default          torch.compile(fn, mode="max-autotune-no-cudagraphs"), DEFAULT GEMM search space
+  diode_predict    torch.compile(fn, options={"max_autotune_gemm": True}) + torch_diode mode=predict:
+                   the model's choice alone, nothing benchmarked (PREDICT_OPTIONS: GEMM templates on,
+                   no coordinate descent, which benchmarks pointwise/reduction kernels and turns
+                   M = 1 GEMMs into reductions: +4 s on an M = 1 GEMM, 2x plain on the MLP block)
   diode_top5       max-autotune + torch_diode mode=topk: Inductor benchmarks the model's top-k (k=5)
   collector        python -m torch_diode.collect on the GEMM workloads (EXHAUSTIVE space, every config
                    timed, ATen included): the best ok record is "best of EXHAUSTIVE" (one subprocess per part)
   exhaustive       Inductor's own max-autotune EXHAUSTIVE pass (off by default: too slow)
   diode_exhaustive torch_diode topk scoring the EXHAUSTIVE list (off by default)
+
+The autotuning modes compile with mode="max-autotune-no-cudagraphs" (AUTOTUNE_MODE): under
+"max-autotune" the compiled callable is a CUDA graph whose input copies (a foreach copy kernel,
++20-60 us per call, 2.5x a 14 us GEMM) the profiler counts as GPU time of that mode and not
+of plain's (first GPU run, 2026-11-25); the GEMM kernels chosen are the same in both modes.
+
+Workers run --jobs at a time: start-up (python, torch, CUDA) and teardown overlap, while
+the cold compile and the GPU measurement hold one lock file (no two workers compile or use
+the GPU at once); the collector runs with no worker in flight. Each row records its lock wait.
 
 Measured: the cold compile time (first call: Dynamo + Inductor + autotuning) and the GPU
 time of the compiled callable: the sum of its kernels' durations from the CUDA profiler
@@ -76,6 +88,9 @@ MODES = COMPILE_MODES[:4] + ("collector",) + COMPILE_MODES[4:]
 DEFAULT_MODES = ("plain", "default", "diode_predict", "diode_top5", "collector")
 ALIASES = {"diode": "diode_top5", "predict": "diode_predict", "top5": "diode_top5"}
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+AUTOTUNE_MODE = "max-autotune-no-cudagraphs"  # no CUDA graph: its input-copy kernels are not the GEMM's
+PREDICT_OPTIONS = {"max_autotune_gemm": True}  # predict mode as docs/hook.md recommends it
+LOCK_ENV = "DIODE_E2E_LOCK"  # lock file held by a worker from compile to the end of its measurement
 
 # Workloads: layers of real models, none of them in datasets/nvidia-h100-80gb (--check-dataset).
 # GEMM ops: linear = nn.Linear without bias (x @ W^T: wire mm, trans_b), addmm = nn.Linear with
@@ -125,7 +140,8 @@ DEFAULT_WORKLOADS = tuple(WORKLOADS)
 # compile of one GEMM: plain ~2 s, max-autotune DEFAULT 4-19 s, predict ~plain, top-5 ~5 s;
 # collector (EXHAUSTIVE, cold kernel cache) 15-45 s per GEMM, 1-6 s once its kernel class
 # (op, dtype, layout, bias) is compiled; ~15 s to start (hardware, compile pool).
-WORKER_START_S = 5.0
+WORKER_START_S = 18.0  # measured on the H100, 2026-11-25: ~23 s wall per worker around a 2-4 s compile
+JOBS = 1  # --jobs: workers overlap their start-up, so each costs WORKER_START_S / JOBS of the part
 MEASURE_S = 1.5
 COMPILE_EST_S = {"plain": 2.0, "default": 11.0, "diode_predict": 2.5, "diode_top5": 5.0,
                  "exhaustive": 240.0, "diode_exhaustive": 30.0}
@@ -144,7 +160,7 @@ def estimate_s(mode: str, spec: dict) -> float:
     g = gemm_count(spec)
     if mode != "plain" and spec["kind"] == "gemm" and 1 in (spec["m"], spec["n"]):
         mode = "diode_predict"  # M or N = 1: a reduction under max-autotune, nothing is autotuned
-    return WORKER_START_S + MEASURE_S * (1 + 0.3 * (g - 1)) + COMPILE_EST_S[mode] * (1 + 0.5 * (g - 1))
+    return WORKER_START_S / JOBS + MEASURE_S * (1 + 0.3 * (g - 1)) + COMPILE_EST_S[mode] * (1 + 0.5 * (g - 1))
 
 
 def collector_class(spec: dict) -> tuple | None:
@@ -428,6 +444,28 @@ def _fake_result(mode: str, workload: str) -> dict:
     return r
 
 
+T0 = time.perf_counter()  # the worker's start (this module is its __main__)
+
+
+class _exclusive:
+    """flock(LOCK_EX) on `path` for the `with` block; no lock when path is None."""
+
+    def __init__(self, path):
+        self.path, self.fd = path, None
+        if path:
+            import fcntl
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = None
+
+
 def worker(a) -> dict:
     if a.dry_run:  # no torch here: the driver has built the workloads; this checks the plumbing
         return _fake_result(a.mode, a.workload)
@@ -454,8 +492,11 @@ def worker(a) -> dict:
     dtype = getattr(torch, DTYPES[a.dtype or spec["dtype"]])
     fn, args = build(spec, dtype, dev)
     compile_kwargs = {}
-    if a.mode != "plain":
-        compile_kwargs["mode"] = "max-autotune"
+    if a.mode == "diode_predict":
+        compile_kwargs["options"] = dict(PREDICT_OPTIONS)
+        config.max_autotune_gemm_search_space = "DEFAULT"
+    elif a.mode != "plain":
+        compile_kwargs["mode"] = AUTOTUNE_MODE
         config.max_autotune_gemm_search_space = "EXHAUSTIVE" if a.mode == "exhaustive" else "DEFAULT"
     if a.mode.startswith("diode"):
         import torch_diode
@@ -481,7 +522,10 @@ def worker(a) -> dict:
         saver_ctx = None
     torch._dynamo.reset()
     compiled = torch.compile(fn, **compile_kwargs)
-    with torch.no_grad():
+    res["ready_s"] = time.perf_counter() - T0  # start-up: python, torch, CUDA, inputs
+    lock = _exclusive(os.environ.get(LOCK_ENV))  # compile + measure: alone on the CPUs' heavy work and the GPU
+    res["lock_wait_s"] = time.perf_counter() - T0 - res["ready_s"]
+    with lock, torch.no_grad():
         sync()
         t0 = time.perf_counter()
         out = compiled(*args)
@@ -499,6 +543,7 @@ def worker(a) -> dict:
         if a.mode in ("plain", "default") or a.eager_all:  # cuBLAS: the same in every mode
             res["eager"] = measure(fn, args, a.reps, cold=True)
     res["autotunes"] = autotunes
+    res["worker_s"] = time.perf_counter() - T0
     if a.mode != "plain":
         res["gemm_autotuned"] = len(autotunes)
     if a.mode.startswith("diode"):
@@ -941,7 +986,14 @@ def merge(paths: list[str], out_dir: str | None) -> int:
     for p in paths:
         with open(p) as f:
             d = json.load(f)
-        results += d["results"]
+        for r in d["results"]:  # a later file's row replaces an earlier one (a re-run), unless it was not run
+            key = (r.get("workload"), r.get("mode"))
+            old = [i for i, x in enumerate(results) if (x.get("workload"), x.get("mode")) == key]
+            if old and r.get("status") in ("skipped_budget", "not_finished"):
+                continue
+            for i in reversed(old):
+                results.pop(i)
+            results.append(r)
         workloads += [w for w in d["meta"]["workloads"] if w not in workloads]
         modes += [m for m in d["meta"]["modes"] if m not in modes]
         meta = {**d["meta"], **{k: v for k, v in meta.items() if v}}
@@ -966,6 +1018,8 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default="1/1", help="i/n: run the i-th of n parts of the workloads (plan_parts)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), help="override every workload's dtype")
     ap.add_argument("--reps", type=int, default=30, help="profiled calls per GPU-time measurement")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="workers at a time (start-up and teardown overlap; compile + measure hold one lock)")
     ap.add_argument("--warm", action="store_true", help="also measure GPU time with a warm L2")
     ap.add_argument("--eager-all", action="store_true",
                     help="time eager cuBLAS in every mode's worker (default: plain and default only)")
@@ -1022,6 +1076,8 @@ def main(argv=None) -> int:
         hits = check_dataset(a.check_dataset, workloads)
         print(f"{len(hits)} of {len(workloads)} workloads have a problem in {a.check_dataset}: {hits}")
         return 1 if hits else 0
+    global JOBS
+    JOBS = max(1, a.jobs)
     try:
         pi, pn = (int(x) for x in a.part.split("/"))
         assert 1 <= pi <= pn
@@ -1099,32 +1155,52 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
     order += [(w, m) for w in model_ws for m in cm]
     order += [(w, "exhaustive") for w in workloads if "exhaustive" in modes]
     models_est = sum(estimate_s(m, WORKLOADS[w]) for w in model_ws for m in cm)
-    for w, m in order:
+    os.environ[LOCK_ENV] = os.path.join(tempfile.gettempdir(), f"diode_e2e_{os.getpid()}.lock")  # workers inherit it
+
+    def one(w, m):
         left = a.budget_s - (time.perf_counter() - start)
-        if m == "collector":
-            gemms = [x for x in workloads if wire_problem(WORKLOADS[x])]
-            if left < 60 and not a.dry_run:
-                results += [{"mode": m, "workload": x, "status": "skipped_budget"} for x in gemms]
-                continue
-            limit = min(a.collector_s, left, max(120.0, left - models_est))
-            rs = run_collector(a, workloads, a.out, suffix, max(limit, 1.0))
-            results += rs
-            save(False)
-            print(f"[{time.perf_counter() - start:7.1f}s] collector: " + ", ".join(
-                f"{r['workload']}={r.get('status')}:{_f(_gpu(r))}us" for r in rs), flush=True)
-            continue
         if left < 20 and not a.dry_run:
-            results.append({"mode": m, "workload": w, "status": "skipped_budget"})
-            continue
+            return {"mode": m, "workload": w, "status": "skipped_budget"}
         limit = a.exhaustive_timeout if m == "exhaustive" else a.timeout
-        r = run_one(a, m, w, min(limit, max(left, 20)))
+        return run_one(a, m, w, min(limit, max(left, 20)))
+
+    def report(w, m, r):
         results.append(r)
         save(False)
         print(f"[{time.perf_counter() - start:7.1f}s] {w} {m}: {r.get('status')} "
               f"compile={_f(r.get('compile_s'))}s gpu={_f(_gpu(r))}us eager={_f((r.get('eager') or {}).get('us'))}us"
               + (f" tuned={r.get('gemm_autotuned')}" if "gemm_autotuned" in r else "")
+              + (f" start={_f(r.get('ready_s'), '.1f')}s lock_wait={_f(r.get('lock_wait_s'), '.1f')}s"
+                 f" worker={_f(r.get('worker_s'), '.1f')}s" if "ready_s" in r else "")
               + (f" ({r.get('error') or (r.get('stderr_tail') or '')[-300:]})" if r.get("status") == "error" else ""),
               flush=True)
+
+    def batch(pairs):  # --jobs workers at a time; results reported in submission order
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            futs = [(w, m, pool.submit(one, w, m)) for w, m in pairs]
+            for w, m, f in futs:
+                report(w, m, f.result())
+
+    pairs = []
+    for w, m in order:
+        if m != "collector":
+            pairs.append((w, m))
+            continue
+        batch(pairs)  # the collector times on the GPU: no worker in flight
+        pairs = []
+        left = a.budget_s - (time.perf_counter() - start)
+        gemms = [x for x in workloads if wire_problem(WORKLOADS[x])]
+        if left < 60 and not a.dry_run:
+            results.extend({"mode": m, "workload": x, "status": "skipped_budget"} for x in gemms)
+            continue
+        limit = min(a.collector_s, left, max(120.0, left - models_est / max(1, a.jobs)))
+        rs = run_collector(a, workloads, a.out, suffix, max(limit, 1.0))
+        results.extend(rs)
+        save(False)
+        print(f"[{time.perf_counter() - start:7.1f}s] collector: " + ", ".join(
+            f"{r['workload']}={r.get('status')}:{_f(_gpu(r))}us" for r in rs), flush=True)
+    batch(pairs)
     save(True)
     print()
     print(table_md(results, workloads, modes, meta))

@@ -168,7 +168,8 @@ def test_parse_collector_shard(tmp_path):
     assert out[-1]["workload"] == "attn_pv_32x2048" and out[-1]["status"] == "not_finished"
 
 
-def test_plan_parts_covers_everything_and_keeps_classes_together():
+def test_plan_parts_covers_everything_and_keeps_classes_together(monkeypatch):
+    monkeypatch.setattr(b, "JOBS", 4)  # --jobs 4, as the docstring runs it on the GPU
     ws, ms = list(b.DEFAULT_WORKLOADS), list(b.DEFAULT_MODES)
     for n in (1, 2, 3):
         parts = b.plan_parts(ws, ms, n)

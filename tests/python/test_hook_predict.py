@@ -111,7 +111,28 @@ def test_predict_errors_fall_back_to_default_lists(model, real_configs):
     h, state = predict_handler(m)
     out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
     assert out == [aten] + triton
-    assert state.stats.snapshot()["fallbacks"] == {"non_finite_prediction": 1}
+    snap = state.stats.snapshot()
+    assert snap["fallbacks"] == {"non_finite_prediction": 1}
+    # the error itself is kept for diagnosis (a GPU run showed only the counted reason)
+    assert snap["fallback_errors"]["non_finite_prediction"].startswith("FloatingPointError")
+
+
+def test_predicted_aten_for_addmm_hands_over_bias_addmm(model, real_configs):
+    # Inductor's aten::addmm copies the expanded bias into the output first (+67% on a ViT
+    # fc1 on an H100); aten::bias_addmm runs the cuBLASLt bias epilogue, as eager does
+    m = fake_model(model, **{"template__aten": -100.0})
+    aten, triton = make_choices(real_configs)
+    own = FakeKTC("aten::addmm", {})
+    bias = FakeKTC("aten::bias_addmm", {})
+    tri = [FakeKTC("triton::mm", k.params.to_kwargs(), k.extra_kwargs) for k in triton]
+    h, state = predict_handler(m)
+    inputs = FakeMMInputs(M, N, K, bias=(0, 1))
+    out = finalize(h, {"aten::addmm": [own], "aten::bias_addmm": [bias], "triton::mm": tri}, inputs, op="addmm")
+    assert out == [bias]
+    assert state.stats.snapshot()["predicted"] == {"aten": 1}
+    # without a bias_addmm choice (a 2-D bias), the op's own ATen kernel
+    out = finalize(h, {"aten::addmm": [own], "triton::mm": tri}, inputs, op="addmm")
+    assert out == [own]
 
 
 def test_mode_option_and_environment(monkeypatch):

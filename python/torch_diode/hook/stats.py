@@ -24,6 +24,7 @@ class CallRecord:
     # exp(score_2nd - score_best) - 1 (scores are predicted log time); None with < 2 configs.
     margin: float | None = None
     predicted: str = ""          # predict mode: "triton" | "aten" | "aten+triton" (what was handed over)
+    error: str = ""              # fallback: the exception, "Type: message" (first 300 characters)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -41,6 +42,7 @@ class Stats:
             self.model_selections = 0
             self.cache_hits = 0
             self.fallbacks: Counter[str] = Counter()     # errors: Inductor's default path was taken
+            self.fallback_errors: dict[str, str] = {}    # reason -> the latest error text (diagnosis)
             self.passthrough: Counter[str] = Counter()   # nothing to rank (ATen only, other op, ...)
             self.load_failures: Counter[str] = Counter()  # model resolution / verification problems
             self.configs_seen = 0
@@ -74,6 +76,8 @@ class Stats:
                     self.margin_count += 1
             elif kind == "fallback":
                 self.fallbacks[reason] += 1
+                if rec.error:
+                    self.fallback_errors[reason] = rec.error
             else:
                 self.passthrough[reason] += 1
             if rec.predicted:
@@ -96,6 +100,7 @@ class Stats:
                 "model_selections": self.model_selections,
                 "cache_hits": self.cache_hits,
                 "fallbacks": dict(self.fallbacks),
+                "fallback_errors": dict(self.fallback_errors),  # reason -> latest "Type: message"
                 "passthrough": dict(self.passthrough),
                 "load_failures": dict(self.load_failures),
                 "configs_seen": self.configs_seen,
