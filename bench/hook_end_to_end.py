@@ -1038,6 +1038,9 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke-cpu", action="store_true",
                     help="CPU: run the workers' real compile path on tiny shapes (no collector; times are CPU "
                          "wall, meaningless): checks the worker code before a GPU call")
+    ap.add_argument("--skip-done", metavar="RESULTS_JSON",
+                    help="skip the (workload, mode) runs that are ok in this earlier results file "
+                         "(join the two with --merge afterwards)")
     ap.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", help="join parts' results into one table")
     ap.add_argument("--check-dataset", metavar="DIR", help="report workloads whose problems are in this dataset")
     ap.add_argument("--rank-timing", action="store_true", help="CPU: time ranking ~1,400 configs, then exit")
@@ -1154,6 +1157,12 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
         order.append(("*", "collector"))
     order += [(w, m) for w in model_ws for m in cm]
     order += [(w, "exhaustive") for w in workloads if "exhaustive" in modes]
+    done = set()
+    if a.skip_done:
+        with open(a.skip_done) as f:
+            done = {(r.get("workload"), r.get("mode")) for r in json.load(f)["results"] if r.get("status") == "ok"}
+        order = [(w, m) for w, m in order if (w, m) not in done]
+        print(f"--skip-done: {len(done)} runs ok in {a.skip_done} are not repeated", flush=True)
     models_est = sum(estimate_s(m, WORKLOADS[w]) for w in model_ws for m in cm)
     os.environ[LOCK_ENV] = os.path.join(tempfile.gettempdir(), f"diode_e2e_{os.getpid()}.lock")  # workers inherit it
 
@@ -1195,7 +1204,8 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
             results.extend({"mode": m, "workload": x, "status": "skipped_budget"} for x in gemms)
             continue
         limit = min(a.collector_s, left, max(120.0, left - models_est / max(1, a.jobs)))
-        rs = run_collector(a, workloads, a.out, suffix, max(limit, 1.0))
+        rs = run_collector(a, [x for x in workloads if (x, "collector") not in done], a.out, suffix,
+                           max(limit, 1.0))
         results.extend(rs)
         save(False)
         print(f"[{time.perf_counter() - start:7.1f}s] collector: " + ", ".join(

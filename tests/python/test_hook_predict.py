@@ -117,6 +117,23 @@ def test_predict_errors_fall_back_to_default_lists(model, real_configs):
     assert snap["fallback_errors"]["non_finite_prediction"].startswith("FloatingPointError")
 
 
+class FlexibleLayoutATen(FakeKTC):
+    @property
+    def choice(self):  # torch 2.11: building an extern choice before Inductor fixes its layout
+        raise AssertionError("convert FlexibleLayout to FixedLayout first")
+
+
+def test_predicted_aten_is_handed_over_without_building_it(model, real_configs):
+    m = fake_model(model, **{"template__aten": -100.0})
+    _, triton = make_choices(real_configs)
+    aten = FlexibleLayoutATen("aten::mm", {})
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(1, N, K))
+    assert out == [aten]
+    s = state.stats.snapshot()
+    assert s["predicted"] == {"aten": 1} and s["fallbacks"] == {}
+
+
 def test_predicted_aten_for_addmm_hands_over_bias_addmm(model, real_configs):
     # Inductor's aten::addmm copies the expanded bias into the output first (+67% on a ViT
     # fc1 on an H100); aten::bias_addmm runs the cuBLASLt bias epilogue, as eager does

@@ -296,8 +296,15 @@ def aten_config(ktc: Any, problem: Problem) -> KernelConfig:
 
 
 def builds(ktc: Any) -> bool:
-    """Whether the KTC's ChoiceCaller builds (Inductor drops a KTC whose codegen fails, and
-    builds it right after the finalize hook anyway, so asking now costs nothing extra)."""
+    """Whether a Triton KTC's ChoiceCaller builds (Inductor drops a KTC whose codegen fails,
+    and builds it right after the finalize hook anyway, so asking now costs nothing extra).
+
+    ATen and other extern choices are not built here: they always build, and Inductor may
+    still change their output layout after the hook (FlexibleLayout -> FixedLayout when only
+    extern choices remain); building one now raised "convert FlexibleLayout to FixedLayout
+    first" on torch 2.11 (M = 1 mm and Q@K^T bmm, H100 run of 2026-11-25)."""
+    if not is_rankable(ktc):
+        return True
     return getattr(ktc, "choice", True) is not None
 
 
