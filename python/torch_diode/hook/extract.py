@@ -299,13 +299,17 @@ def builds(ktc: Any) -> bool:
     """Whether a Triton KTC's ChoiceCaller builds (Inductor drops a KTC whose codegen fails,
     and builds it right after the finalize hook anyway, so asking now costs nothing extra).
 
-    ATen and other extern choices are not built here: they always build, and Inductor may
-    still change their output layout after the hook (FlexibleLayout -> FixedLayout when only
-    extern choices remain); building one now raised "convert FlexibleLayout to FixedLayout
-    first" on torch 2.11 (M = 1 mm and Q@K^T bmm, H100 run of 2026-11-25)."""
+    Where a choice cannot be built yet it counts as building: on torch 2.11 Inductor fixes
+    the output layout only after the hook, and building before that raised "convert
+    FlexibleLayout to FixedLayout first" (M = 1 mm and Q@K^T bmm, H100 run of 2026-11-25,
+    which sent predict mode to its fallback); a failed build caches nothing on the KTC, so
+    Inductor builds it afresh. ATen and other extern choices always build and are not asked."""
     if not is_rankable(ktc):
         return True
-    return getattr(ktc, "choice", True) is not None
+    try:
+        return getattr(ktc, "choice", True) is not None
+    except Exception:  # noqa: BLE001 - not buildable *yet*; Inductor decides after the hook
+        return True
 
 
 def other_config(ktc: Any, problem: Problem) -> KernelConfig:
