@@ -220,10 +220,11 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
 
     Order (docs/hook.md, *Where the model comes from*): a named path, the hub / cache, then
     the bundle shipped in the package (also when it is newer than what the hub or cache
-    served). Each failure is counted in get_prediction_stats()["load_failures"] and warned
-    about once per cause with what to do. `quiet` (the import path) stays at debug only
-    where nothing was asked of the hook: no GPU and no DIODE_HUB_URL (e.g. `import
-    torch_diode.wire` on a CPU machine).
+    served; the versions are compared before loading, so only the chosen model is loaded,
+    the other one only if that fails). Each failure is counted in
+    get_prediction_stats()["load_failures"] and warned about once per cause with what to
+    do. `quiet` (the import path) stays at debug only where nothing was asked of the hook:
+    no GPU and no DIODE_HUB_URL (e.g. `import torch_diode.wire` on a CPU machine).
     """
     hw_key = _hardware_key()
     hub = os.environ.get(sources.ENV_HUB)
@@ -258,37 +259,57 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
         _warn_no_model("no_hardware", "no CUDA/ROCm GPU hardware key (%s)" % get_detected_hardware().get(
             "reason", "no GPU detected"), "", warn=not quiet or bool(hub))
         return None, "no_hardware"
-    pulled: LoadedModel | None = None
+    pulled: sources.Candidate | None = None  # verified by the pull, not loaded yet
+    pulled_subject = f"{hub or sources.cache_dir()} {hw_key}"
     if hub or sources.cached_versions(hw_key):
         try:
             path, offline, note = sources.pull(hub, hw_key)
             if note:
                 log.info("torch_diode: %s", note)
-            c = sources.Candidate(path, "hub" if hub and not offline else "cache", True,
-                                  sources.bundle_version(path))
-            pulled = _load_candidate(c, hw_key, verified=True)
+            pulled = sources.Candidate(path, "hub" if hub and not offline else "cache", True,
+                                       sources.bundle_version(path))
         except sources.SourceError as e:
-            reason = fail(e, f"{hub or sources.cache_dir()} {hw_key}")
+            reason = fail(e, pulled_subject)
     shipped = sources.shipped_bundle(hw_key)
-    if shipped is not None and (pulled is None or (pulled.bundle_version or 0) < (shipped.version or 0)):
+
+    def use_shipped(model: LoadedModel) -> tuple[LoadedModel, str]:
+        for e, subject in failed:
+            _warn_not_used(e.reason, e.detail, subject, model)
+        return model, ""
+
+    # The versions come from the bundles' metadata, so they are compared before anything
+    # is loaded: only the chosen model is loaded, the other one only if that one fails.
+    shipped_first = shipped is not None and (pulled is None or (pulled.version or 0) < (shipped.version or 0))
+    shipped_error: sources.SourceError | None = None
+    if shipped_first:
         try:
             model = _load_candidate(shipped, hw_key)
         except sources.SourceError as e:
-            if pulled is None:
-                reason = fail(e, shipped.path)
-            else:  # the hub/cache model is used; a deployment with its own root lands here
-                _stats.count_load_failure(e.reason)
-                log.info("torch_diode: the package's newer %s version %s is not used (%s): %s", hw_key,
-                         shipped.version, e.reason, e.detail)
+            _stats.count_load_failure(e.reason)
+            shipped_error = e  # warned about below if the hub/cache model fails too
         else:
             if pulled is not None:
                 log.info("torch_diode: the package ships %s version %s, newer than the %s's version %s: using it",
-                         hw_key, shipped.version, pulled.source, pulled.bundle_version)
-            for e, subject in failed:
-                _warn_not_used(e.reason, e.detail, subject, model)
-            return model, ""
+                         hw_key, shipped.version, pulled.source, pulled.version)
+            return use_shipped(model)
     if pulled is not None:
-        return pulled, ""
+        try:
+            model = _load_candidate(pulled, hw_key, verified=True)
+        except sources.SourceError as e:
+            reason = fail(e, pulled_subject)
+        else:
+            if shipped_error is not None:  # a deployment with its own root lands here
+                log.info("torch_diode: the package's newer %s version %s is not used (%s): %s", hw_key,
+                         shipped.version, shipped_error.reason, shipped_error.detail)
+            return model, ""
+    if shipped_error is not None:  # counted above
+        failed.append((shipped_error, shipped.path))
+        reason = shipped_error.reason
+    elif shipped is not None:  # the newer hub/cache model failed to load: the older shipped one
+        try:
+            return use_shipped(_load_candidate(shipped, hw_key))
+        except sources.SourceError as e:
+            reason = fail(e, shipped.path)
     if reason == "no_model":
         keys = sources.shipped_hardware_keys()
         shipped_note = (f"; the package ships models for {', '.join(keys)} only" if keys else
