@@ -3,8 +3,8 @@
 
 How to run on the GPU (H100, torch 2.11, no network; one device call each, ~9 min):
 
-    PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/hook_end_to_end.py --part 1/2 --budget-s 530 --out $OUT
-    PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/hook_end_to_end.py --part 2/2 --budget-s 530 --out $OUT
+    PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/hook_end_to_end.py --jobs 4 --part 1/2 --budget-s 540 --out $OUT
+    PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/hook_end_to_end.py --jobs 4 --part 2/2 --budget-s 540 --out $OUT
 
 then, on any machine (CPU is enough), join the two parts into one table with the goals:
 

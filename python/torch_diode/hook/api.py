@@ -352,7 +352,7 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     `model`: a model or bundle directory (default: registered, DIODE_MODEL, hub, cache).
     Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive", any case:
     "EXHAUSTIVE" as in manifests works too), fallback ("default"/"raise"), mode ("topk": the
-    model's top-k configs are benchmarked by Inductor, the default; "predict": the model's
+    model's top-k configs are benchmarked by Inductor; "predict", the default: the model's
     single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default).
     Without a
     usable model the handler is still installed and takes Inductor's default path on

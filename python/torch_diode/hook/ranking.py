@@ -43,20 +43,24 @@ SEARCH_SPACES = ("default", "exhaustive")
 #         (one Triton config, or the op's ATen kernel when the model predicts it fastest):
 #         Inductor then benchmarks nothing (docs/hook.md, Modes).
 MODES = ("topk", "predict")
+# predict is the default since the H100 run of bench/hook_end_to_end.py (2026-11-25, 15
+# workloads): against max-autotune DEFAULT, predict's GPU time geomean was 0.956x and its
+# compile 1.32x plain torch.compile; topk's 0.982x and 2.57x (bench/RESULTS.md).
+DEFAULT_MODE = "predict"
 ENV_MODE = "TORCH_DIODE_MODE"
 
 
 def env_mode() -> str:
-    """TORCH_DIODE_MODE (topk | predict, any case); unset or invalid: topk (invalid is warned)."""
+    """TORCH_DIODE_MODE (topk | predict, any case); unset or invalid: DEFAULT_MODE (invalid is warned)."""
     import logging
     import os
     v = os.environ.get(ENV_MODE, "").strip().lower()
     if not v:
-        return "topk"
+        return DEFAULT_MODE
     if v not in MODES:
-        logging.getLogger("torch_diode").warning("torch_diode: ignoring %s=%r (expected one of %s); using topk",
-                                                 ENV_MODE, v, "|".join(MODES))
-        return "topk"
+        logging.getLogger("torch_diode").warning("torch_diode: ignoring %s=%r (expected one of %s); using %s",
+                                                 ENV_MODE, v, "|".join(MODES), DEFAULT_MODE)
+        return DEFAULT_MODE
     return v
 MAX_LOG_MARGIN = math.log(1e3)  # top_margin() reports at most a predicted 1000x
 
