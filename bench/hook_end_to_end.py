@@ -10,11 +10,13 @@ then, on any machine (CPU is enough), join the two parts into one table with the
 
     python3 bench/hook_end_to_end.py --merge PART1/results-part1of2.json PART2/results-part2of2.json --out DIR
 
-The default workloads do not fit one 10-minute call (the plan printed first estimates about
-1,050 s in all, ~530 s per part), so --part i/n splits them (the GEMMs of one collector kernel
+The default workloads do not fit one 10-minute call (on the H100, 2026-11-25, with --jobs 4
+the compile modes of all 15 workloads took ~440 s and the collector's cold kernel cache
+40-90 s per kernel class), so --part i/n splits them (the GEMMs of one collector kernel
 class stay in one part); each part runs the GEMMs' compile modes, then the collector (problems
 it did not reach: not_finished), then the small models; what does not fit --budget-s is
-reported as skipped_budget, never dropped silently. If part 1 shows much more overflow, use --part i/3 (three calls). Check the plan
+reported as skipped_budget, never dropped silently, and --skip-done FILE re-runs only what
+is missing (join the files with --merge). If part 1 shows much more overflow, use --part i/3. Check the plan
 and the whole driver first, on CPU: `python3 bench/hook_end_to_end.py --dry-run` (fake
 timings), and `--smoke-cpu --workloads l3_kv_m4` (the workers' real compile path, tiny shapes).
 
