@@ -153,6 +153,26 @@ def test_predicted_triton_that_cannot_be_built_yet_is_handed_over(model, real_co
     assert s["predicted"] == {"triton": 1} and s["fallbacks"] == {} and s["predict_retries"] == 0
 
 
+class BrokenTriton(FakeKTC):
+    @property
+    def choice(self):  # a real code generation error: Inductor would raise it again
+        raise RuntimeError("template rendering failed")
+
+
+def test_predicted_triton_whose_build_raises_otherwise_gives_way_to_the_next(model, real_configs):
+    m = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0, "log2_block_n": 0.5})
+    aten, triton = make_choices(real_configs)
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
+    order = sorted(range(len(triton)), key=lambda i: (ref[i], i))
+    t = list(triton)
+    t[order[0]] = BrokenTriton("triton::mm", triton[order[0]].params.to_kwargs())
+    h, state = predict_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
+    assert out == [t[order[1]]]
+    assert state.stats.snapshot()["predict_retries"] == 1
+
+
 def test_predicted_aten_for_addmm_hands_over_bias_addmm(model, real_configs):
     # Inductor's aten::addmm copies the expanded bias into the output first (+67% on a ViT
     # fc1 on an H100); aten::bias_addmm runs the cuBLASLt bias epilogue, as eager does

@@ -303,13 +303,20 @@ def builds(ktc: Any) -> bool:
     the output layout only after the hook, and building before that raised "convert
     FlexibleLayout to FixedLayout first" (M = 1 mm and Q@K^T bmm, H100 run of 2026-11-25,
     which sent predict mode to its fallback); a failed build caches nothing on the KTC, so
-    Inductor builds it afresh. ATen and other extern choices always build and are not asked."""
+    Inductor builds it afresh. Any other exception counts as not building (the next best is
+    tried), as Inductor would hit it again. ATen and other extern choices always build and
+    are not asked."""
     if not is_rankable(ktc):
         return True
     try:
         return getattr(ktc, "choice", True) is not None
-    except Exception:  # noqa: BLE001 - not buildable *yet*; Inductor decides after the hook
-        return True
+    except AssertionError as e:  # not buildable *yet*: Inductor fixes the layout after the hook
+        return NOT_YET_BUILDABLE in str(e)
+    except Exception:  # noqa: BLE001 - any other build error: the next best choice is tried
+        return False
+
+
+NOT_YET_BUILDABLE = "FlexibleLayout to FixedLayout"  # torch 2.11 ir.py's assertion text
 
 
 def other_config(ktc: Any, problem: Problem) -> KernelConfig:
