@@ -41,6 +41,13 @@ def fake_model(model, spec=None, **weights):
     return LoadedModel(info=info, module=Linear(w))
 
 
+def predicted_order(m, triton):
+    """Indices of the Triton choices, best predicted first, by the independent reference ranker."""
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
+    return sorted(range(len(triton)), key=lambda i: (ref[i], i))
+
+
 def predict_handler(m):
     state = HookState(Ranker(m), Options(mode="predict"), Stats())
     return choices_class()(state), state
@@ -52,10 +59,7 @@ def test_predict_hands_over_the_best_triton_config_alone(model, real_configs):
     aten, triton = make_choices(real_configs)
     h, state = predict_handler(m)
     out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
-    problem = Problem(op="mm", m=M, n=N, k=K)
-    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
-    best = min(range(len(triton)), key=lambda i: (ref[i], i))
-    assert out == [triton[best]]
+    assert out == [triton[predicted_order(m, triton)[0]]]
     s = state.stats.snapshot()
     assert s["predicted"] == {"triton": 1} and s["model_selections"] == 1 and s["configs_kept"] == 1
 
@@ -84,21 +88,26 @@ class Unbuildable(FakeKTC):
     choice = None  # Inductor's KTC.choice is None when codegen failed
 
 
-def test_predicted_choice_that_does_not_build_gives_way_to_the_next(model, real_configs):
+class BrokenTriton(FakeKTC):
+    @property
+    def choice(self):  # a real code generation error: Inductor would raise it again
+        raise RuntimeError("template rendering failed")
+
+
+@pytest.mark.parametrize("failing", [Unbuildable, BrokenTriton])
+def test_predicted_choice_that_does_not_build_gives_way_to_the_next(model, real_configs, failing):
     m = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0, "log2_block_n": 0.5})
     aten, triton = make_choices(real_configs)
-    problem = Problem(op="mm", m=M, n=N, k=K)
-    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
-    order = sorted(range(len(triton)), key=lambda i: (ref[i], i))
+    order = predicted_order(m, triton)
     t = list(triton)
-    t[order[0]] = Unbuildable("triton::mm", triton[order[0]].params.to_kwargs())
+    t[order[0]] = failing("triton::mm", triton[order[0]].params.to_kwargs())
     h, state = predict_handler(m)
     out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
     assert out == [t[order[1]]]
     assert state.stats.snapshot()["predict_retries"] == 1
 
     # none of the tries builds: Inductor's default lists, counted
-    t = [Unbuildable("triton::mm", k.params.to_kwargs()) for k in triton]
+    t = [failing("triton::mm", k.params.to_kwargs()) for k in triton]
     out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
     assert out == [aten] + t
     assert state.stats.snapshot()["fallbacks"] == {"predicted_choice_failed": 1}
@@ -146,31 +155,9 @@ def test_predicted_triton_that_cannot_be_built_yet_is_handed_over(model, real_co
     t = [FlexibleLayoutTriton("triton::mm", k.params.to_kwargs(), k.extra_kwargs) for k in triton]
     h, state = predict_handler(m)
     out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
-    problem = Problem(op="mm", m=M, n=N, k=K)
-    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
-    assert out == [t[min(range(len(t)), key=lambda i: (ref[i], i))]]
+    assert out == [t[predicted_order(m, triton)[0]]]
     s = state.stats.snapshot()
     assert s["predicted"] == {"triton": 1} and s["fallbacks"] == {} and s["predict_retries"] == 0
-
-
-class BrokenTriton(FakeKTC):
-    @property
-    def choice(self):  # a real code generation error: Inductor would raise it again
-        raise RuntimeError("template rendering failed")
-
-
-def test_predicted_triton_whose_build_raises_otherwise_gives_way_to_the_next(model, real_configs):
-    m = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0, "log2_block_n": 0.5})
-    aten, triton = make_choices(real_configs)
-    problem = Problem(op="mm", m=M, n=N, k=K)
-    ref = ReferenceRanker(m).score(problem, [extract.config_from_ktc(k) for k in triton])[0]
-    order = sorted(range(len(triton)), key=lambda i: (ref[i], i))
-    t = list(triton)
-    t[order[0]] = BrokenTriton("triton::mm", triton[order[0]].params.to_kwargs())
-    h, state = predict_handler(m)
-    out = finalize(h, {"aten::mm": [aten], "triton::mm": t}, FakeMMInputs(M, N, K))
-    assert out == [t[order[1]]]
-    assert state.stats.snapshot()["predict_retries"] == 1
 
 
 def test_predicted_aten_for_addmm_hands_over_bias_addmm(model, real_configs):

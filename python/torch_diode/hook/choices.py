@@ -151,10 +151,10 @@ class DiodeChoicesMixin:
             if state.options.fallback == "raise":
                 raise
             reason = _reason(e)
-            rec.outcome = f"fallback:{reason}"
-            rec.error = f"{type(e).__name__}: {e}"[:300]
+            detail = f"{type(e).__name__}: {e}"
+            rec.outcome, rec.error = f"fallback:{reason}", detail[:300]
             state.stats.record(rec)
-            state.warn_once(reason, f"{op_name}: {type(e).__name__}: {e}")
+            state.warn_once(reason, f"{op_name}: {detail}")
             return call_base(lists)
         rec.predict_ms = (time.perf_counter() - t0) * 1e3
         state.stats.record(rec, predict_s)
@@ -263,11 +263,7 @@ def _cublas_choice(candidates: dict, own: Any) -> Any:
     on an H100 (bench/hook_end_to_end.py, 2026-11-25) that was 23.9 us against eager's
     14.3 us for ViT fc1 (1576x3072x768 fp16) and 18.3 against 11.7 for its qkv; in the
     H100 dataset bias_addmm / aten is 0.95 (geomean over 49 addmm problems)."""
-    for v in candidates.values():
-        for k in v:
-            if compat.ktc_uid(k) == BIAS_ADDMM and extract.builds(k):
-                return k
-    return own
+    return next((k for v in candidates.values() for k in v if compat.ktc_uid(k) == BIAS_ADDMM), own)
 
 
 def _only(candidates: dict, *keep) -> dict:
