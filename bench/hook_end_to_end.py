@@ -768,7 +768,19 @@ def summarize(results: list[dict], workloads: list[str]) -> dict:
                    "default_autotuned": None if tuned is None else tuned > 0,
                    "best_source": None if best is None else ("collector" if best == coll else "cublas"),
                    "gemm": WORKLOADS[w]["kind"] == "gemm", "modes": modes}
-    return {"rows": rows, "goals": goals(rows)}
+    return {"rows": rows, "goals": goals(rows), "modes": mode_geomeans(rows)}
+
+
+def mode_geomeans(rows: dict) -> dict:
+    """Per compile mode, geomeans over every workload that has the ratio (GEMMs and models
+    alike): the figures that choose the hook's default mode (docs/hook.md, Modes)."""
+    out = {}
+    for m in ("plain", "diode_predict", "diode_top5"):
+        out[m] = {}
+        for key in ("gpu_x_default", "compile_x_plain", "compile_x_default"):
+            xs = [x for r in rows.values() if (x := r["modes"].get(m, {}).get(key)) is not None]
+            out[m][key] = {"geomean": geomean(xs) if xs else None, "n": len(xs)}
+    return out
 
 
 def goals(rows: dict) -> list[dict]:
@@ -872,6 +884,11 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
     for g in s["goals"]:  # goals first, then the information rows (result "info: ...")
         lines.append(f"| {g['goal']} | {_f(g['value'], '.3f')} ({g['metric']}) | <= {g['threshold']} | "
                      f"{g['n']}/{g['of']} | **{g['result']}** | {g['what']} |")
+    lines += ["", "| mode (all workloads, geomean) | GPU / DEFAULT | compile / plain | compile / DEFAULT |",
+              "|---|---|---|---|"]
+    for m, v in s["modes"].items():
+        lines.append(f"| {m} | " + " | ".join(f"{_f(v[k]['geomean'], '.3f')} ({v[k]['n']})" for k in
+                                               ("gpu_x_default", "compile_x_plain", "compile_x_default")) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -73,6 +73,12 @@ def test_summary_and_goals_on_known_numbers():
     assert "| predict_gpu_vs_cublas_max | 1.150 (max) | <= 1.1 | 3/3 | **FAIL** |" in md
     assert "FAKE" not in md
     assert md.count("**PASS**") + md.count("**FAIL**") + md.count("**N/A**") == len(b.GOALS)
+    # the mode comparison behind the default mode: every workload, models included
+    mg = s["modes"]["diode_predict"]
+    assert mg["compile_x_plain"]["n"] == 3
+    assert mg["compile_x_plain"]["geomean"] == pytest.approx(b.geomean([1.2, 1.2, 1.0]))
+    assert s["modes"]["plain"]["compile_x_plain"]["geomean"] == pytest.approx(1.0)
+    assert "| mode (all workloads, geomean) |" in md
 
 
 def test_info_rows_only_count_workloads_default_autotuned():
