@@ -7,7 +7,8 @@ with the lowest predicted time. A model error on a Triton config costs up to 2x 
 of 2026-11-25: M = 1 decode GEMMs, outside the training data's M range), while cuBLAS is
 rarely far from the best. This replays that decision on measured problems with a margin:
 the best-scored Triton config is chosen only if its predicted time times (1 + margin) is
-below ATen's predicted time. Per margin it prints the regret of the choice against the best
+below ATen's predicted time; outside the model's training sizes (model.json dataset.domain)
+ATen is chosen, as the hook does. Per margin it prints the regret of the choice against the best
 of everything measured (EXHAUSTIVE Triton and ATen), against cuBLAS alone, and how often
 ATen is chosen. Use problems the model was not trained on (the model's dataset hash and
 problem count are printed).
@@ -71,13 +72,17 @@ def main(argv=None) -> int:
         offered = cands + [aten]
         scores = ranker.rank(p, [r.config for r in offered], Options()).scores
         t = min(range(len(cands)), key=lambda j: scores[j])
+        # outside the model's training sizes the hook hands over ATen (model.json dataset.domain)
+        inside = model.info.in_domain(p.batch, p.m, p.n, p.k)
         rows.append({"problem": p, "best": min(r.median_us for r in rs), "aten": aten.median_us,
-                     "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]),
-                     "default_best": min(r.median_us for r in offered)})
+                     "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]) if inside else -math.inf,
+                     "inside": inside, "default_best": min(r.median_us for r in offered)})
     if not rows:
         print("no problem with an aten record and DEFAULT-flagged configs")
         return 1
-    print(f"{len(rows)} problems; model {a.model} (trained on {trained.get('problems', '?')} problems)")
+    outside = sum(not r["inside"] for r in rows)
+    print(f"{len(rows)} problems ({outside} outside the model's training domain: ATen, as the hook does); "
+          f"model {a.model} (trained on {trained.get('problems', '?')} problems)")
     table = []
     print("| margin | regret vs best: geomean / p90 / max | vs cuBLAS: geomean / max | ATen chosen |")
     print("|---|---|---|---|")
@@ -100,8 +105,9 @@ def main(argv=None) -> int:
     if a.per_problem:
         for r in sorted(rows, key=lambda r: r["triton"] / r["aten"]):
             p = r["problem"]
+            gap = f"{math.expm1(r['gap']):+.3f}" if r["inside"] else "(outside domain)"
             print(f"{p.op} {p.batch}x{p.m}x{p.n}x{p.k} {p.dtype_a} tb={int(p.trans_b)}: predicted gap "
-                  f"{math.expm1(r['gap']):+.3f}, triton/aten measured {r['triton'] / r['aten']:.3f}")
+                  f"{gap}, triton/aten measured {r['triton'] / r['aten']:.3f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"problems": len(rows), "model": a.model, "table": table}, f, indent=1)

@@ -140,6 +140,12 @@ int run(int argc, char** argv, const Comm& comm) {
   m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
                {"hardware_key", d.hardware_key}, {"include_community", include_community},
                {"include_replayed", include_replayed}};
+  // The sizes the network saw (train split): the hook does not use the model outside them.
+  const ProblemDomain dom = problem_domain(groups, indices_in_split(groups, Split::train, o.split, o.cv));
+  m.dataset["domain"] = {{"batch", {dom.batch.min, dom.batch.max}},
+                         {"m", {dom.m.min, dom.m.max}},
+                         {"n", {dom.n.min, dom.n.max}},
+                         {"k", {dom.k.min, dom.k.max}}};
   m.training = {{"seed", o.seed}, {"ranks", comm.size()}, {"epochs", o.epochs}, {"loss", to_string(o.loss)},
                 {"torch_version", TORCH_VERSION}, {"lr", o.lr}, {"weight_decay", o.weight_decay},
                 {"mse_weight", o.mse_weight}, {"temperature", o.listwise_temperature},

@@ -77,4 +77,23 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
   return out;
 }
 
+ProblemDomain problem_domain(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx) {
+  if (idx.empty()) throw std::invalid_argument("problem_domain: no problems");
+  auto widen = [](SizeRange& r, uint64_t v, bool first) {
+    if (first || v < r.min) r.min = v;
+    if (first || v > r.max) r.max = v;
+  };
+  ProblemDomain d;
+  bool first = true;
+  for (size_t i : idx) {
+    const Problem& p = groups.at(i).problem;
+    widen(d.batch, p.batch, first);
+    widen(d.m, p.m, first);
+    widen(d.n, p.n, first);
+    widen(d.k, p.k, first);
+    first = false;
+  }
+  return d;
+}
+
 }  // namespace diode::models

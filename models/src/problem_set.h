@@ -47,6 +47,20 @@ uint64_t problem_hash(const Problem& p);
 // or nothing usable is left.
 std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts);
 
+// The problem sizes a model was trained on: for each of batch, m, n, k the
+// smallest and largest value over `idx` (indices into `groups`; must not be
+// empty). The trainer writes it into model.json (dataset.domain) so the hook
+// does not ask a model about sizes it never saw: a network extrapolates there
+// without bound (H100, 2026-11-25: trained on M >= 4, it predicted cuBLAS at
+// e^24 us for M = 1). Keys are "batch", "m", "n", "k"; values [min, max].
+struct SizeRange {
+  uint64_t min = 0, max = 0;
+};
+struct ProblemDomain {
+  SizeRange batch, m, n, k;
+};
+ProblemDomain problem_domain(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx);
+
 // Short "op dtype" label used by reports ("mm float16").
 std::string op_dtype_label(const Problem& p);
 

@@ -1,6 +1,8 @@
 // Train/validation/test split is by problem and deterministic; rank partitions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <random>
 #include <set>
@@ -135,4 +137,28 @@ TEST(Split, CrossValidationFoldsPartitionTheNonTestProblems) {
   EXPECT_EQ(indices_in_split(groups, Split::train, {}, {}), train);
   EXPECT_THROW(indices_in_split(groups, Split::train, {}, {1, 0}), std::invalid_argument);
   EXPECT_THROW(indices_in_split(groups, Split::train, {}, {3, 3}), std::invalid_argument);
+}
+
+TEST(Groups, ProblemDomainIsTheSizeRangeOfTheGivenProblems) {
+  SynthOptions o;
+  o.problems = 12, o.shards = 2, o.config_stride = 50;
+  const auto groups = group_by_problem(make_synthetic_dataset(o), {});
+  std::vector<size_t> idx = {1, 4, 7};
+  const ProblemDomain d = problem_domain(groups, idx);
+  uint64_t mmin = UINT64_MAX, mmax = 0, kmin = UINT64_MAX, kmax = 0;
+  for (size_t i : idx) {
+    mmin = std::min(mmin, groups[i].problem.m), mmax = std::max(mmax, groups[i].problem.m);
+    kmin = std::min(kmin, groups[i].problem.k), kmax = std::max(kmax, groups[i].problem.k);
+  }
+  EXPECT_EQ(d.m.min, mmin);
+  EXPECT_EQ(d.m.max, mmax);
+  EXPECT_EQ(d.k.min, kmin);
+  EXPECT_EQ(d.k.max, kmax);
+  EXPECT_LE(d.n.min, d.n.max);
+  EXPECT_GE(d.batch.min, 1u);
+  // Only the given problems count: one of them alone is its own domain.
+  const ProblemDomain one = problem_domain(groups, {4});
+  EXPECT_EQ(one.m.min, groups[4].problem.m);
+  EXPECT_EQ(one.m.max, groups[4].problem.m);
+  EXPECT_THROW(problem_domain(groups, {}), std::invalid_argument);
 }

@@ -69,6 +69,17 @@ class ModelInfo:
     target: str
     model_id: str  # sha256 over model.json and weights.msgpack, hex: changes with any retraining
     meta: dict[str, Any] = field(default_factory=dict)  # dataset / metrics / training, as written
+    # dataset.domain: {"batch"|"m"|"n"|"k": (min, max)} of the problems the model was trained
+    # on (diode-train writes it); None for models written before it. The hook does not use a
+    # model outside it (docs/hook.md, Modes).
+    domain: dict[str, tuple[int, int]] | None = None
+
+    def in_domain(self, batch: int, m: int, n: int, k: int) -> bool:
+        """Whether a problem's sizes lie within the training problems' ranges (True without a domain)."""
+        if self.domain is None:
+            return True
+        return all(lo <= v <= hi for v, (lo, hi) in
+                   zip((batch, m, n, k), (self.domain[d] for d in DOMAIN_KEYS)))
 
 
 def _fail(where: str, what: str) -> None:
@@ -80,6 +91,28 @@ def _int_field(arch: dict, name: str, lo: int, hi: int) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
         _fail(f"model.json architecture.{name}", f"expected an integer in [{lo}, {hi}], got {v!r}")
     return v
+
+
+DOMAIN_KEYS = ("batch", "m", "n", "k")
+
+
+def parse_domain(dataset: Any) -> dict[str, tuple[int, int]] | None:
+    """model.json dataset.domain, strictly: absent -> None; otherwise every key of DOMAIN_KEYS
+    with [min, max], integers, 1 <= min <= max < 2**63."""
+    if not isinstance(dataset, dict) or "domain" not in dataset:
+        return None
+    d = dataset["domain"]
+    if not isinstance(d, dict) or set(d) != set(DOMAIN_KEYS):
+        _fail("model.json dataset.domain", f"expected an object with keys {list(DOMAIN_KEYS)}, got {d!r:.200}")
+    out = {}
+    for key in DOMAIN_KEYS:
+        v = d[key]
+        if (not isinstance(v, list) or len(v) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x < 2 ** 63 for x in v)
+                or v[0] > v[1]):
+            _fail(f"model.json dataset.domain.{key}", f"expected [min, max] integers, 1 <= min <= max, got {v!r:.100}")
+        out[key] = (v[0], v[1])
+    return out
 
 
 def parse_model_json(text: bytes, path: str = "<memory>") -> tuple[Architecture, FeatureSpec, dict]:
@@ -122,6 +155,7 @@ def parse_model_json(text: bytes, path: str = "<memory>") -> tuple[Architecture,
     hw = j.get("hardware_key")
     if not isinstance(hw, str) or not hw:
         _fail("model.json hardware_key", "missing or not a string")
+    parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
     return a, spec, j
 
 
@@ -224,7 +258,8 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     h.update(data)
     meta = {k: j[k] for k in ("dataset", "metrics", "training") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
-                     feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta)
+                     feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
+                     domain=parse_domain(j.get("dataset")))
     return info, tensors
 
 

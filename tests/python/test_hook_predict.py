@@ -266,3 +266,41 @@ def test_real_compile_predict_mode_benchmarks_nothing(tmp_path, monkeypatch, mod
         assert 2 in n["autotune_calls"]
         assert n["benchmark_choice"] >= 2 or counters["inductor"]["select_algorithm_autotune"] >= 1
         assert s["passthrough"] == {"no_triton_configs": s["calls"]}
+
+
+def with_domain(loaded, **ranges):
+    """`loaded` with a training domain: every size [1, 2**20] except the ranges given."""
+    dom = {k: (1, 1 << 20) for k in ("batch", "m", "n", "k")}
+    dom.update(ranges)
+    return dataclasses.replace(loaded, info=dataclasses.replace(loaded.info, domain=dom))
+
+
+@pytest.mark.parametrize("mode", ["predict", "topk"])
+def test_outside_the_training_domain_the_model_does_not_choose(model, real_configs, mode):
+    # A model that would pick Triton (ATen predicted slow), trained on M >= 4 only: at
+    # M = 1024 it is inside and chooses; with M >= 2048 it is outside and Inductor gets
+    # ATen alone (predict: what plain torch.compile runs) or its own lists (top-k).
+    base = fake_model(model, **{"template__aten": 100.0, "log2_block_m": 1.0})
+    aten, triton = make_choices(real_configs)
+    lists = {"aten::mm": [aten], "triton::mm": triton}
+    inside = with_domain(base, m=(4, 8192))
+    outside = with_domain(base, m=(2048, 8192))
+    for m, expect_model in ((inside, True), (outside, False)):
+        state = HookState(Ranker(m), Options(mode=mode), Stats())
+        out = finalize(choices_class()(state), dict(lists), FakeMMInputs(M, N, K))
+        s = state.stats.snapshot()
+        if expect_model:
+            assert s["model_selections"] == 1 and s["passthrough"] == {}
+            assert aten not in out or mode == "topk"
+        else:
+            assert s["model_selections"] == 0 and s["passthrough"] == {"outside_domain": 1}
+            if mode == "predict":
+                assert out == [aten] and s["predicted"] == {"aten": 1}
+            else:
+                assert out == [aten, *triton] and s["predicted"] == {}
+
+
+def test_model_without_domain_is_used_at_any_size(model):
+    assert model.info.domain is None or model.info.in_domain(1, 1024, 2048, 4096)
+    m = with_domain(model, n=(16, 16))
+    assert not m.info.in_domain(1, 1024, 2048, 4096) and m.info.in_domain(1, 1024, 16, 4096)

@@ -128,6 +128,17 @@ class DiodeChoicesMixin:
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
                            "k": problem.k, "dtype": problem.dtype_a}
+            if not state.ranker.model.info.in_domain(problem.batch, problem.m, problem.n, problem.k):
+                # sizes the model never saw (model.json dataset.domain): its prediction there is
+                # an unbounded extrapolation, so the model does not choose
+                rec.outcome = "passthrough:outside_domain"
+                own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+                if state.options.mode == "predict" and own:
+                    rec.predicted = "aten"   # what plain torch.compile runs; nothing benchmarked
+                    state.stats.record(rec)
+                    return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
+                state.stats.record(rec)
+                return call_base(lists)      # Inductor's own choice among its configs
             if state.options.mode == "predict":
                 keys = extract.config_keys_from_ktcs(rankable)
                 return self._diode_predict(state, rec, t0, candidates, rankable, keys, problem, call_base,
