@@ -3,20 +3,34 @@ configs compiled exactly as Inductor compiles them (static shapes), and the coll
 best vs what torch.compile(mode="max-autotune") picks, all timed the same way in one
 process (BatchTimer: cold L2, launches queued behind a GPU spin, GPU time only).
 
-  python bench/collector_fidelity.py --shard shard.msgpack [--top 10] [--budget-s 480] [--json out.json]
+  python bench/collector_fidelity.py --data DATASET [DATASET ...] [--sample 24 --seed 1]
+      [--start 0 --count 12] [--top 10] [--budget-s 480] [--json part.json]
+  python bench/collector_fidelity.py --merge part1.json part2.json [--json all.json]
 
-Per problem of the shard: its `--top` fastest Triton configs by the collector's record;
-each compiled twice in this process (ours via torch_diode.collect.template; Inductor's via
-torch.compile max-autotune with a choices hook that keeps exactly that config, Triton
-only), then timed interleaved, 5 rounds x 10 repeats each. Reports per-config ratio
-ours/Inductor (median, p90 over all configs), whether the best config agrees within 2%
-(Inductor's time of our pick <= 1.02 x Inductor's best of the same configs), and
-max-autotune DEFAULT's pick / collector's best (best of Triton and ATen, re-timed here).
+Problems: every problem of the dataset files/directories given (`--shard` is the old name
+of `--data`), or with `--sample N` a stratified sample of N (select_problems: round-robin
+over op x dtype x decode (M <= 16) groups, in an order fixed by `--seed`), so the issue's
+">= 20 problems across ops, dtypes and sizes, decode-like M <= 16 included" holds by
+construction. `--start/--count` take a slice of that list, so one sample can be spread over
+several device calls and joined with `--merge` (same summary as a single run).
+
+Per problem: its `--top` fastest Triton configs by the collector's record; each compiled
+twice in this process (ours via torch_diode.collect.template; Inductor's via torch.compile
+max-autotune with a choices hook that keeps exactly that config, Triton only), then timed
+interleaved, 5 rounds x 10 repeats each. Each pair is also profiled (CUPTI kernel
+durations, cold L2): Inductor's compiled call may run kernels besides its GEMM template
+(a bias copy, a pointwise epilogue), which the events around the call count; the profile
+names them, and `ratio_kernel` compares our kernel with Inductor's template kernel alone.
+Reports per-config ratio ours/Inductor (median, p90 over all configs; by events and by
+kernel), whether the best config agrees within 2% (Inductor's time of our pick <= 1.02 x
+Inductor's best of the same configs), and max-autotune DEFAULT's pick / collector's best
+(best of Triton and ATen, re-timed here).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -34,6 +48,146 @@ def median(xs):
 def p90(xs):
     s = sorted(xs)
     return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
+
+
+DECODE_M = 16  # "decode-like" problems: M <= 16 (issue 15)
+
+
+def load_problems(paths):
+    """[(problem, its ok records)] of every problem with an ok Triton record, in file order."""
+    from torch_diode.dataset import load_dataset
+    out = []
+    for path in paths:
+        for shard in load_dataset(path).shards:
+            recs = {}
+            for r in shard.records:
+                if r.status == "ok":
+                    recs.setdefault(r.problem_index, []).append(r)
+            for i, p in enumerate(shard.problems):
+                rs = recs.get(i, [])
+                if any(r.config.is_triton for r in rs):
+                    out.append((p, rs))
+    return out
+
+
+def stratum(p) -> tuple:
+    return (p.op, p.dtype_a, p.m <= DECODE_M)
+
+
+def select_problems(items, n: int, seed: int):
+    """n items, round-robin over the strata (op, dtype, decode) in a seeded order, so every
+    stratum present is represented before any gets a second problem. Deterministic."""
+    import random
+    rng = random.Random(seed)
+    groups = {}
+    for it in items:
+        groups.setdefault(stratum(it[0]), []).append(it)
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    for k in keys:
+        rng.shuffle(groups[k])
+    picked = []
+    while len(picked) < n and any(groups[k] for k in keys):
+        for k in keys:
+            if groups[k] and len(picked) < n:
+                picked.append(groups[k].pop())
+    return picked
+
+
+def per_call_kernels(events: list[dict], marker: str = "bitwise_not") -> list[dict]:
+    """From a Chrome trace: per call, kernel name -> summed duration (us). A kernel whose
+    name contains `marker` (the L2 flush) opens each call and is not counted; kernels
+    before the first marker are ignored."""
+    evs = sorted((e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"),
+                 key=lambda e: e.get("ts", 0))
+    calls, cur = [], None
+    for e in evs:
+        name = str(e.get("name", ""))[:160]
+        if marker in name:
+            if cur is not None:
+                calls.append(cur)
+            cur = {}
+        elif cur is not None:
+            cur[name] = cur.get(name, 0.0) + float(e.get("dur", 0.0))
+    if cur is not None:
+        calls.append(cur)
+    return calls
+
+
+def template_kernel(names) -> str | None:
+    """The GEMM kernel of an Inductor-compiled call: its template kernel (`triton_tem_...`),
+    else the only kernel; None if that cannot be told."""
+    names = list(names)
+    tem = [n for n in names if "_tem_" in n or n.startswith("triton_tem")]
+    if len(tem) == 1:
+        return tem[0]
+    return names[0] if len(names) == 1 else None
+
+
+def kernel_profile(fn, flush, reps: int = 10) -> dict:
+    """CUPTI kernel durations of `reps` calls of fn, each after an L2 flush (the marker):
+    {"kernels": {name: median us per call}, "total_us": median per-call sum}."""
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            flush.bitwise_not_()
+            fn()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            calls = per_call_kernels(json.load(f).get("traceEvents", []))
+    if not calls:
+        return {"kernels": {}, "total_us": None}
+    names = sorted({n for c in calls for n in c})
+    return {"kernels": {n: median([c.get(n, 0.0) for c in calls]) for n in names},
+            "total_us": median([sum(c.values()) for c in calls])}
+
+
+def summarize(rows: list[dict], problems: list[dict]) -> dict:
+    """The report's figures from config rows and problem rows (one run or merged parts)."""
+    out = {"problems": len(problems), "configs": len(rows)}
+    ratios = [x["ratio"] for x in rows]
+    if ratios:
+        out["ratio"] = {"median": median(ratios), "p90": p90(ratios), "min": min(ratios), "max": max(ratios)}
+    kr = [x["ratio_kernel"] for x in rows if x.get("ratio_kernel")]
+    if kr:
+        out["ratio_kernel"] = {"median": median(kr), "p90": p90(kr), "min": min(kr), "max": max(kr), "n": len(kr)}
+    agreed = [x["best_agrees_2pct"] for x in problems if x.get("best_agrees_2pct") is not None]
+    if agreed:
+        out["best_agrees"] = {"yes": sum(agreed), "of": len(agreed)}
+    mat = [x["maxautotune_over_collector_best"] for x in problems if x.get("maxautotune_over_collector_best")]
+    if mat:
+        out["maxautotune_over_collector_best_geomean"] = math.exp(sum(math.log(x) for x in mat) / len(mat))
+    extra = sorted({k for x in rows for k in x.get("inductor_other_kernels", {})})
+    if extra:
+        out["inductor_other_kernels"] = extra
+    return out
+
+
+def print_summary(sm: dict, device: str = "") -> None:
+    print(f"\n=== fidelity on {sm['problems']} problems, {sm['configs']} configs {device}")
+    if "ratio" in sm:
+        r = sm["ratio"]
+        print(f"per-config time ratio collector-kernel / Inductor-static (events around the call): median "
+              f"{r['median']:.4f}, p90 {r['p90']:.4f}, min {r['min']:.4f}, max {r['max']:.4f}")
+    if "ratio_kernel" in sm:
+        r = sm["ratio_kernel"]
+        print(f"per-config kernel ratio (CUPTI, our kernel / Inductor's template kernel, {r['n']} configs): "
+              f"median {r['median']:.4f}, p90 {r['p90']:.4f}, min {r['min']:.4f}, max {r['max']:.4f}")
+    if "best_agrees" in sm:
+        print(f"best config agrees within 2%: {sm['best_agrees']['yes']}/{sm['best_agrees']['of']} problems")
+    if "maxautotune_over_collector_best_geomean" in sm:
+        print(f"max-autotune DEFAULT pick / collector's best (Triton or ATen): geomean "
+              f"{sm['maxautotune_over_collector_best_geomean']:.3f}")
+    if sm.get("inductor_other_kernels"):
+        print("kernels Inductor's compiled call ran besides its template: " + ", ".join(sm["inductor_other_kernels"]))
 
 
 def our_kernel(p, cfg, tensors):
@@ -80,29 +234,58 @@ def compile_inductor(p, target_json, inputs, search_space="EXHAUSTIVE", backends
     return lambda: fn(*inputs)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shard", required=True)
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", "--shard", nargs="+", default=[], help="dataset files or directories")
+    ap.add_argument("--sample", type=int, default=0, help="a stratified sample of this many problems")
+    ap.add_argument("--seed", type=int, default=1, help="order of the stratified sample")
+    ap.add_argument("--start", type=int, default=0, help="first problem of the (sampled) list")
+    ap.add_argument("--count", type=int, default=0, help="this many problems from --start (0: all)")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=480.0)
     ap.add_argument("--json", default="")
-    a = ap.parse_args()
+    ap.add_argument("--list", action="store_true", help="print the selected problems and exit (no GPU)")
+    ap.add_argument("--merge", nargs="+", metavar="PART_JSON", help="join parts' --json files, print the summary")
+    a = ap.parse_args(argv)
+    if a.merge:
+        rows, problems = [], []
+        for f in a.merge:
+            d = json.load(open(f))
+            rows += d["configs"]
+            problems += d["problems"]
+        sm = summarize(rows, problems)
+        print_summary(sm, f"({len(a.merge)} parts)")
+        if a.json:
+            json.dump({"configs": rows, "problems": problems, "summary": sm}, open(a.json, "w"), indent=1)
+        return 0
+    if not a.data:
+        ap.error("--data (or --merge) is required")
+    from torch_diode.collect.problems import describe
+    items = load_problems(a.data)
+    if a.sample:
+        items = select_problems(items, a.sample, a.seed)
+    items = items[a.start:a.start + a.count if a.count else None]
+    if a.list:
+        for p, _ in items:
+            print(describe(p))
+        strata = sorted({stratum(p) for p, _ in items})
+        print(f"{len(items)} problems in {len(strata)} strata (op, dtype, M <= {DECODE_M})")
+        return 0
+
     import torch
 
     from torch_diode import wire
     from torch_diode.collect.engine import _aten_fn
-    from torch_diode.collect.problems import describe, make_inputs
+    from torch_diode.collect.problems import make_inputs
     from torch_diode.collect.timing import BatchTimer
 
     t_start = time.perf_counter()
-    shard = wire.decode_shard(open(a.shard, "rb").read())
     timer = BatchTimer(0, True)
     rows, problems, inductor_failed = [], [], []
-    for i, p in enumerate(shard.problems):
+    for i, (p, recs) in enumerate(items):
         if time.perf_counter() - t_start > a.budget_s:
             print(f"budget {a.budget_s:.0f} s reached after {i} problems", flush=True)
             break
-        recs = [r for r in shard.records if r.problem_index == i and r.status == "ok"]
         tri = sorted((r for r in recs if r.config.is_triton), key=lambda r: r.median_us)[: a.top]
         inputs = make_inputs(p)
         bias, A, B = inputs if len(inputs) == 3 else (None, *inputs)
@@ -129,10 +312,21 @@ def main() -> int:
                 so += timer.repeat(ours, 10)
                 si += timer.repeat(ind, 10)
         prob_rows = []
-        for (r, _, _), (so, si) in zip(pairs, samples):
-            prob_rows.append({"config": wire.to_json(r.config), "collector_recorded_us": r.median_us,
-                              "ours_us": median(so) * 1000, "inductor_us": median(si) * 1000,
-                              "ratio": median(so) / median(si)})
+        for (r, ours, ind), (so, si) in zip(pairs, samples):
+            row = {"problem": describe(p), "config": wire.to_json(r.config), "collector_recorded_us": r.median_us,
+                   "ours_us": median(so) * 1000, "inductor_us": median(si) * 1000,
+                   "ratio": median(so) / median(si)}
+            try:  # the kernels behind each figure (CUPTI): what the events around the call include
+                po, pi = kernel_profile(ours, timer.flush), kernel_profile(ind, timer.flush)
+                tem = template_kernel(pi["kernels"])
+                row.update({"ours_kernel_us": po["total_us"], "inductor_kernels_us": pi["kernels"],
+                            "inductor_template_kernel": tem,
+                            "inductor_other_kernels": {k: v for k, v in pi["kernels"].items() if k != tem}})
+                if tem and po["total_us"]:
+                    row["ratio_kernel"] = po["total_us"] / pi["kernels"][tem]
+            except Exception as e:  # no CUPTI: the events figures stand alone
+                row["profile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            prob_rows.append(row)
         rows += prob_rows
         # Best-config agreement among the same configs, both timed by Inductor's kernels.
         agree = None
@@ -159,32 +353,23 @@ def main() -> int:
         for _ in range(5):
             sb += timer.repeat(best_fn, 10)
             sm += timer.repeat(mat, 10)
-        prob = {"problem": describe(p), "configs": len(prob_rows), "best_agrees_2pct": agree,
+        kr = [x["ratio_kernel"] for x in prob_rows if x.get("ratio_kernel")]
+        prob = {"problem": describe(p), "decode": p.m <= DECODE_M, "configs": len(prob_rows),
+                "best_agrees_2pct": agree,
                 "collector_best": best_rec.config.template, "collector_best_us": median(sb) * 1000,
                 "maxautotune_default_us": median(sm) * 1000, "maxautotune_over_collector_best": median(sm) / median(sb),
                 "maxautotune_compile_s": mat_compile,
-                "ratio_median": median([x["ratio"] for x in prob_rows]) if prob_rows else None}
+                "ratio_median": median([x["ratio"] for x in prob_rows]) if prob_rows else None,
+                "ratio_kernel_median": median(kr) if kr else None}
         problems.append(prob)
         print(json.dumps(prob), flush=True)
-    ratios = [x["ratio"] for x in rows]
-    agreed = [x["best_agrees_2pct"] for x in problems if x["best_agrees_2pct"] is not None]
-    mat = [x["maxautotune_over_collector_best"] for x in problems]
     if inductor_failed:
         print(f"{len(inductor_failed)} configs timed by the collector failed to compile in Inductor (static shapes)")
-    print(f"\n=== fidelity on {len(problems)} problems, {len(rows)} configs ({torch.cuda.get_device_name()})")
-    if ratios:
-        print(f"per-config time ratio collector-kernel / Inductor-static: median {median(ratios):.4f}, "
-              f"p90 {p90(ratios):.4f}, min {min(ratios):.4f}, max {max(ratios):.4f}")
-    if agreed:
-        print(f"best config agrees within 2%: {sum(agreed)}/{len(agreed)} problems")
-    if mat:
-        g = 1.0
-        for x in mat:
-            g *= x
-        print(f"max-autotune DEFAULT pick / collector's best (Triton or ATen): geomean {g ** (1 / len(mat)):.3f}, "
-              f"per problem {', '.join(f'{x:.2f}' for x in mat)}")
+    sm = summarize(rows, problems)
+    print_summary(sm, f"({torch.cuda.get_device_name()})")
     if a.json:
-        json.dump({"configs": rows, "problems": problems}, open(a.json, "w"), indent=1)
+        json.dump({"configs": rows, "problems": problems, "summary": sm,
+                   "argv": sys.argv, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
     return 0
 
 

@@ -1,0 +1,104 @@
+"""bench/collector_fidelity.py without a GPU: the stratified problem sample, the CUPTI trace
+parsing that separates Inductor's template kernel from the other kernels of its call, the
+summary, and joining parts with --merge."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "python"))
+
+import collector_fidelity as f  # noqa: E402
+from torch_diode.wire import Problem  # noqa: E402
+
+
+def _items():
+    out = []
+    for op in ("mm", "addmm", "bmm", "baddbmm"):
+        for dt in ("float16", "bfloat16"):
+            for m in (4, 8, 512, 1024, 2048):
+                out.append((Problem(op=op, m=m, n=64, k=64, dtype_a=dt, dtype_b=dt, dtype_out=dt), []))
+    return out
+
+
+def test_sample_covers_every_stratum_before_repeating_one():
+    items = _items()
+    strata = {f.stratum(p) for p, _ in items}
+    assert len(strata) == 16  # 4 ops x 2 dtypes x decode or not
+    got = f.select_problems(items, 16, seed=3)
+    assert {f.stratum(p) for p, _ in got} == strata
+    got24 = f.select_problems(items, 24, seed=3)
+    assert len(got24) == 24 and got24[:16] == got       # a bigger sample extends the smaller one
+    assert len({id(x) for x in got24}) == 24             # no problem twice
+    assert f.select_problems(items, 24, seed=3) == got24  # deterministic
+    assert f.select_problems(items, 24, seed=4) != got24
+    assert len(f.select_problems(items, 1000, seed=3)) == len(items)
+
+
+def _ev(name, ts, dur, cat="kernel"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
+def test_per_call_kernels_splits_calls_at_the_flush_and_names_each_kernel():
+    events = [
+        _ev("triton_tem_fused_baddbmm_0", 0, 99.0),          # before the first flush: ignored
+        _ev("void at::native::bitwise_not_kernel", 10, 50.0),
+        _ev("triton_poi_fused_expand_0", 70, 3.0),
+        _ev("triton_tem_fused_baddbmm_0", 80, 20.0),
+        _ev("Memcpy DtoD", 90, 1.0, cat="gpu_memcpy"),        # not a kernel
+        _ev("void at::native::bitwise_not_kernel", 110, 50.0),
+        _ev("triton_tem_fused_baddbmm_0", 170, 22.0),
+        _ev("triton_poi_fused_expand_0", 160, 4.0),
+    ]
+    calls = f.per_call_kernels(events)
+    assert calls == [{"triton_poi_fused_expand_0": 3.0, "triton_tem_fused_baddbmm_0": 20.0},
+                     {"triton_poi_fused_expand_0": 4.0, "triton_tem_fused_baddbmm_0": 22.0}]
+    assert f.template_kernel(calls[0]) == "triton_tem_fused_baddbmm_0"
+    assert f.template_kernel({"my_kernel": 1.0}) == "my_kernel"
+    assert f.template_kernel({"a": 1.0, "b": 2.0}) is None
+
+
+def _parts(tmp_path):
+    rows1 = [{"ratio": 1.0, "ratio_kernel": 1.0}, {"ratio": 0.5, "ratio_kernel": 0.98,
+                                                   "inductor_other_kernels": {"triton_poi_x": 3.0}}]
+    rows2 = [{"ratio": 1.1, "ratio_kernel": 1.02}, {"ratio": 1.2}]
+    probs1 = [{"best_agrees_2pct": True, "maxautotune_over_collector_best": 2.0}]
+    probs2 = [{"best_agrees_2pct": False, "maxautotune_over_collector_best": 0.5},
+              {"best_agrees_2pct": None, "maxautotune_over_collector_best": 1.0}]
+    p1, p2 = tmp_path / "p1.json", tmp_path / "p2.json"
+    p1.write_text(json.dumps({"configs": rows1, "problems": probs1}))
+    p2.write_text(json.dumps({"configs": rows2, "problems": probs2}))
+    return rows1 + rows2, probs1 + probs2, p1, p2
+
+
+def test_summary(tmp_path):
+    rows, probs, _, _ = _parts(tmp_path)
+    sm = f.summarize(rows, probs)
+    assert sm["problems"] == 3 and sm["configs"] == 4
+    assert sm["ratio"]["median"] == pytest.approx(1.05) and sm["ratio"]["min"] == 0.5
+    assert sm["ratio_kernel"]["n"] == 3 and sm["ratio_kernel"]["median"] == pytest.approx(1.0)
+    assert sm["best_agrees"] == {"yes": 1, "of": 2}
+    assert sm["maxautotune_over_collector_best_geomean"] == pytest.approx(1.0)
+    assert sm["inductor_other_kernels"] == ["triton_poi_x"]
+
+
+def test_merge_cli_joins_parts_into_one_summary(tmp_path):
+    rows, probs, p1, p2 = _parts(tmp_path)
+    out = tmp_path / "all.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/collector_fidelity.py"), "--merge", str(p1), str(p2),
+                        "--json", str(out)], capture_output=True, text=True, check=True)
+    assert "best config agrees within 2%: 1/2 problems" in r.stdout
+    assert json.loads(out.read_text())["summary"] == f.summarize(rows, probs)
+
+
+def test_list_cli_selects_from_a_real_dataset():
+    data = ROOT / "datasets/nvidia-h100-80gb"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/collector_fidelity.py"), "--data", str(data),
+                        "--sample", "24", "--seed", "1", "--start", "12", "--count", "12", "--list"],
+                       capture_output=True, text=True, check=True)
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 13 and lines[-1].startswith("12 problems in ")
