@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Grow a dataset on the GPU machine: the dataset mix (torch_diode.collect.sample --mix
-# dataset: nn.Linear layouts, decode M 1-16, attention bmm, a tenth fp32 with TF32) of
+# $4, default dataset: nn.Linear layouts, decode M 1-16, attention bmm, a tenth fp32 with
+# TF32; dataset2 adds the layer shapes of common models, more M = 1, batches up to 128) of
 # seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
 # parts already in .carry/collect-$1 (they survive between calls while the machine stays
-# warm). Copies the new part, its .stats.json sidecar and its log to $OUT.
+# warm, or carry that folder to a fresh one). Copies the new part, its .stats.json sidecar
+# and its log to $OUT. Seeds up to 2026112509 were drawn with --mix dataset: resume them
+# with it (the default); new seeds use dataset2.
 #   bash datasets/collect.sh 2026112504 200 540
+#   bash datasets/collect.sh 2026112510 200 540 dataset2
 set -euo pipefail
-seed=$1; n=$2; secs=$3
+seed=$1; n=$2; secs=$3; mix=${4:-dataset}
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TORCH_DIODE_AUTO_INSTALL=0
 D=.carry/collect-$seed; mkdir -p "$D"
 spec=$D/spec.json
-[ -f "$spec" ] || python -m torch_diode.collect.sample --n "$n" --seed "$seed" --mix dataset \
-  --shard-id "dataset-mix/$seed" --out "$spec"
+[ -f "$spec" ] || python -m torch_diode.collect.sample --n "$n" --seed "$seed" --mix "$mix" \
+  --shard-id "dataset-mix${mix#dataset}/$seed" --out "$spec"
 first=$(python - "$D" <<'PY'
 import glob, json, sys
 done = 0

@@ -130,7 +130,52 @@ def test_respects_tighter_bounds():
     for kind, p in mix:
         assert sample.gflop(p) <= b.max_gflop and sample.problem_bytes(p) <= b.max_bytes
         assert p.batch <= b.max_batch and max(p.m, p.n, p.k) <= b.max_dim
-    assert {k for k, _ in mix} == set(sample.MIX_KINDS)
+    assert {k for k, _ in mix} == set(sample.MIX_KINDS) - {"layer"}  # "layer" is version 2's
+
+
+def test_version_1_draws_what_it_drew_before_version_2_existed():
+    # The seeds collected with --mix dataset resume to the same problems: this digest is of
+    # the sample as the code before version 2 wrote it (commit 5efc260).
+    import hashlib
+    ps = sample.sample_dataset_problems(500, seed=2026112509)
+    digest = hashlib.sha256(json.dumps([wire.to_json(p) for p in ps], sort_keys=True).encode()).hexdigest()
+    assert digest == "e73ec559077bdd8b903785b02f25285e8e0c2d32798dddf1423bc9be8bd79a8e"
+
+
+@pytest.fixture(scope="module", params=[11, 2026])
+def mix2(request):
+    return sample.sample_dataset_mix(N, seed=request.param, version=2)
+
+
+def test_version_2_adds_model_layer_shapes_decode_m1_and_big_attention_batches(mix2):
+    kinds = Counter(k for k, _ in mix2)
+    assert set(kinds) == set(sample.MIX_KINDS)
+    mm_like = [(k, p) for k, p in mix2 if p.op in ("mm", "addmm")]
+    layers = [p for k, p in mm_like if k == "layer"]
+    assert abs(len(layers) / len(mm_like) - sample.LAYER_SHARE) < 0.05
+    assert all(p.trans_b and (p.n, p.k) in sample.LAYER_SHAPES for p in layers)
+    assert any(max(p.n, p.k) > sample.Bounds().max_dim for p in layers)   # beyond version 1's 8,192
+    decode = [p for p in layers if p.m <= sample.DECODE_M[1]]
+    assert abs(len(decode) / len(layers) - sample.LAYER_DECODE_SHARE) < 0.1
+    m1 = [p for k, p in mm_like if p.m == 1]
+    assert len(m1) / len(mm_like) > 0.05          # version 1: about 1 in 64 of mm/addmm
+    assert max(p.batch for _, p in mix2) > 64     # 96 or 128: ViT, Llama at batch 4
+    b = sample.Bounds(max_batch=sample.MIX2_MAX_BATCH)
+    for kind, p in mix2:
+        assert wire.validate_problem(p) == p
+        assert sample.gflop(p) <= b.max_gflop and sample.problem_bytes(p) <= b.max_bytes
+        assert 1 <= p.batch <= b.max_batch
+
+
+def test_version_2_cli_writes_a_spec(tmp_path):
+    out = tmp_path / "spec.json"
+    assert sample.main(["--n", "40", "--seed", "7", "--mix", "dataset2", "--shard-id", "t/2", "--out", str(out)]) == 0
+    spec = json.loads(out.read_text())
+    assert spec["tf32"] == [True] and len(spec["problems"]) == 40
+    assert [wire.from_json(p) if hasattr(wire, "from_json") else p for p in spec["problems"]]
+    assert spec["problems"] == [wire.to_json(p) for p in sample.sample_dataset_problems(40, 7, version=2)]
+    with pytest.raises(ValueError):
+        sample.sample_dataset_mix(3, 0, version=3)
 
 
 def test_rejects_bad_arguments():

@@ -118,7 +118,44 @@ HEAD_DIMS = (64, 128)
 # Sequence length, log-uniform (then rounded to 8 and capped by the bounds).
 ATTENTION_SEQ = (64, 8192)
 
-MIX_KINDS = ("lognormal", "decode", "attention_qk", "attention_pv")
+MIX_KINDS = ("lognormal", "decode", "attention_qk", "attention_pv", "layer")
+
+# The dataset mix, version 2 (`--mix dataset2`, from seed 2026112510 on). A model is only
+# used inside the sizes it was trained on (model.json dataset.domain, docs/hook.md), and
+# version 1 of the mix never draws N or K above Bounds.max_dim (8,192), M = 1 only once in
+# 128 problems, nor attention batches above 64: the H100 hook benchmark's Llama-3-8B MLP
+# (14,336), decode M = 1 and ViT attention (batch 96) all fell outside the first model's
+# domain. Version 2 adds:
+# * "layer" problems (of mm/addmm, LAYER_SHARE): the weight shapes (N, K) = (out, in
+#   features) of nn.Linear layers of common models, nn.Linear's layout (trans_b), with M a
+#   decode batch (half of them) or a prefill token count (log-uniform LAYER_PREFILL_M);
+#   these are exempt from Bounds.max_dim and redrawn (M only) until within the FLOP and
+#   memory caps;
+# * decode M = 1 with probability DECODE_M1_SHARE (generation at batch 1), else uniform;
+# * batches of bmm/baddbmm up to MIX2_MAX_BATCH (attention: ViT-B at batch 8 is 96 heads x
+#   batch, Llama-3-8B at batch 4 is 128; the log-normal ones draw powers of two up to it).
+# Version 1 (`--mix dataset`) is unchanged, so its seeds still resume to the same problems.
+LAYER_SHAPES = (
+    # Llama-3-8B / Mistral-7B: q and o, k and v, gate and up, down
+    (4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336),
+    # Llama-3-70B
+    (8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672),
+    # Qwen2-7B
+    (3584, 3584), (512, 3584), (18944, 3584), (3584, 18944),
+    # TinyLlama-1.1B
+    (2048, 2048), (256, 2048), (5632, 2048), (2048, 5632),
+    # GPT-2 / BERT-base / ViT-B/16: fused qkv, attention out, fc1, fc2
+    (2304, 768), (768, 768), (3072, 768), (768, 3072),
+    # BERT-large / ViT-L/16
+    (3072, 1024), (1024, 1024), (4096, 1024), (1024, 4096),
+)
+LAYER_SHARE = 0.3
+LAYER_DECODE_SHARE = 0.5
+LAYER_PREFILL_M = (16, 8192)
+DECODE_M1_SHARE = 0.25
+MIX2_ATTENTION_BATCHES = ATTENTION_BATCHES + (96, 128)
+MIX2_MAX_BATCH = 128
+MIX_VERSIONS = (1, 2)
 
 
 def _lognormal_dims(rng: random.Random, bounds: Bounds) -> dict:
@@ -126,9 +163,11 @@ def _lognormal_dims(rng: random.Random, bounds: Bounds) -> dict:
             for d in ("m", "n", "k")}
 
 
-def _draw_kind(rng: random.Random, op: str) -> tuple[str, bool, str]:
+def _draw_kind(rng: random.Random, op: str, version: int = 1) -> tuple[str, bool, str]:
     """(kind, trans_b, bias) for one problem of `op`; the dimensions are drawn later."""
     if op in ("mm", "addmm"):
+        if version >= 2 and rng.random() < LAYER_SHARE:
+            return "layer", True, "row" if op == "addmm" else "none"
         kind = "decode" if rng.random() < DECODE_SHARE else "lognormal"
         trans_b = rng.random() < LINEAR_SHARE
         return kind, trans_b, "row" if op == "addmm" else "none"
@@ -142,10 +181,26 @@ def _draw_kind(rng: random.Random, op: str) -> tuple[str, bool, str]:
     return "lognormal", False, "row" if op == "baddbmm" else "none"
 
 
-def _draw_dims(rng: random.Random, kind: str, op: str, bounds: Bounds, batches: tuple[int, ...]) -> dict:
+def _decode_m(rng: random.Random, version: int) -> int:
+    if version >= 2 and rng.random() < DECODE_M1_SHARE:
+        return 1
+    return rng.randint(*DECODE_M)
+
+
+def _draw_dims(rng: random.Random, kind: str, op: str, bounds: Bounds, batches: tuple[int, ...],
+               version: int = 1) -> dict:
+    if kind == "layer":
+        n, k = rng.choice(LAYER_SHAPES)
+        if rng.random() < LAYER_DECODE_SHARE:
+            m = _decode_m(rng, version)
+        else:  # log-uniform up to what the FLOP cap allows for this layer (70B: M <= 136)
+            lo, hi = LAYER_PREFILL_M
+            hi = max(lo, min(hi, int(bounds.max_gflop * 1e9 / (2.0 * n * k))))
+            m = round8(math.exp(rng.uniform(math.log(lo), math.log(hi))), lo, 8 * (hi // 8) or lo)
+        return {"batch": 1, "m": m, "n": n, "k": k}
     if kind == "decode":
         dims = _lognormal_dims(rng, bounds)
-        dims["m"] = rng.randint(*DECODE_M)
+        dims["m"] = _decode_m(rng, version)
         return dict(dims, batch=1)
     if kind in ("attention_qk", "attention_pv"):
         batch = rng.choice(batches)
@@ -162,19 +217,26 @@ def _draw_dims(rng: random.Random, kind: str, op: str, bounds: Bounds, batches: 
 
 def sample_dataset_mix(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
                        dtypes=("float16", "bfloat16"), fp32_share: float = FP32_SHARE,
-                       bounds: Bounds = Bounds()) -> list[tuple[str, wire.Problem]]:
-    """`n` (kind, problem) pairs of the dataset mix (kinds: MIX_KINDS); deterministic per seed.
+                       bounds: Bounds | None = None, version: int = 1) -> list[tuple[str, wire.Problem]]:
+    """`n` (kind, problem) pairs of the dataset mix (kinds: MIX_KINDS); deterministic per seed
+    and version (MIX_VERSIONS: 1 is `--mix dataset`, 2 `--mix dataset2`, see LAYER_SHAPES).
 
     Ops cycle; `dtypes` (half precision) alternate within each op, and each problem is
     float32 instead with probability `fp32_share`. The decode band's M is below
-    bounds.min_dim by design; every problem is within the FLOP and memory caps.
+    bounds.min_dim by design, and version 2's layer shapes may exceed bounds.max_dim; every
+    problem is within the FLOP and memory caps.
     """
     _check_args(n, ops, dtypes)
+    if version not in MIX_VERSIONS:
+        raise ValueError(f"mix version must be one of {MIX_VERSIONS}")
+    if bounds is None:
+        bounds = Bounds(max_batch=MIX2_MAX_BATCH) if version >= 2 else Bounds()
     if "float32" in dtypes:
         raise ValueError("float32 is drawn at fp32_share in the dataset mix, not listed in dtypes")
     if not 0.0 <= fp32_share <= 1.0:
         raise ValueError("fp32_share must be in [0, 1]")
-    batches = tuple(b for b in ATTENTION_BATCHES if b <= bounds.max_batch)
+    batches = tuple(b for b in (MIX2_ATTENTION_BATCHES if version >= 2 else ATTENTION_BATCHES)
+                    if b <= bounds.max_batch)
     if not batches and any(op in BATCH_OPS for op in ops):
         raise ValueError(f"attention problems need bounds.max_batch >= {ATTENTION_BATCHES[0]}")
     rng = random.Random(seed)
@@ -184,9 +246,9 @@ def sample_dataset_mix(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
         op, dt = pairs[i % len(pairs)]
         if rng.random() < fp32_share:
             dt = "float32"
-        kind, trans_b, bias = _draw_kind(rng, op)
+        kind, trans_b, bias = _draw_kind(rng, op, version)
         for _ in range(1000):
-            dims = _draw_dims(rng, kind, op, bounds, batches)
+            dims = _draw_dims(rng, kind, op, bounds, batches, version)
             p = wire.Problem(op=op, dtype_a=dt, dtype_b=dt, dtype_out=dt, trans_b=trans_b, bias=bias, **dims)
             if gflop(p) <= bounds.max_gflop and problem_bytes(p) <= bounds.max_bytes:
                 out.append((kind, wire.validate_problem(p)))
@@ -198,9 +260,9 @@ def sample_dataset_mix(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
 
 def sample_dataset_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),
                             dtypes=("float16", "bfloat16"), fp32_share: float = FP32_SHARE,
-                            bounds: Bounds = Bounds()) -> list[wire.Problem]:
+                            bounds: Bounds | None = None, version: int = 1) -> list[wire.Problem]:
     """The problems of sample_dataset_mix (the dataset mix of issue 18), without their kinds."""
-    return [p for _, p in sample_dataset_mix(n, seed, ops, dtypes, fp32_share, bounds)]
+    return [p for _, p in sample_dataset_mix(n, seed, ops, dtypes, fp32_share, bounds, version)]
 
 
 def problem_list_manifest(template_path: str, probs: list[wire.Problem], seed: int, name: str | None,
@@ -250,7 +312,9 @@ def main(argv=None) -> int:
                                  description="Write a shard spec of sampled problems: log-normal shapes "
                                              "(--mix lognormal, the default) or the dataset mix "
                                              "(--mix dataset: nn.Linear layouts, decode band, attention, "
-                                             "a tenth fp32 with TF32 on).")
+                                             "a tenth fp32 with TF32 on; --mix dataset2 adds the layer "
+                                             "shapes of common models, more M = 1 and attention batches "
+                                             "up to 128).")
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--shard-id", required=True)
@@ -258,7 +322,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", default="mm,addmm,bmm,baddbmm")
     ap.add_argument("--dtypes", default="float16,bfloat16",
                     help="with --mix dataset: the half-precision dtypes; float32 comes from --fp32-share")
-    ap.add_argument("--mix", choices=("lognormal", "dataset"), default="lognormal")
+    ap.add_argument("--mix", choices=("lognormal", "dataset", "dataset2"), default="lognormal")
     ap.add_argument("--fp32-share", type=float, default=FP32_SHARE,
                     help=f"--mix dataset: share of float32 problems (default {FP32_SHARE})")
     ap.add_argument("--search-space", default="EXHAUSTIVE")
@@ -271,8 +335,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     ops, dtypes = tuple(a.ops.split(",")), tuple(a.dtypes.split(","))
     try:
-        if a.mix == "dataset":
-            probs = sample_dataset_problems(a.n, a.seed, ops, dtypes, a.fp32_share)
+        if a.mix in ("dataset", "dataset2"):
+            probs = sample_dataset_problems(a.n, a.seed, ops, dtypes, a.fp32_share,
+                                            version=2 if a.mix == "dataset2" else 1)
         else:
             probs = sample_problems(a.n, a.seed, ops, dtypes)
     except ValueError as e:
@@ -280,12 +345,12 @@ def main(argv=None) -> int:
     if a.manifest_from:
         with open(a.out, "w") as f:
             f.write(problem_list_manifest(a.manifest_from, probs, a.seed, a.name, a.problems_per_shard,
-                                          a.search_space, tf32=[True] if a.mix == "dataset" else None,
+                                          a.search_space, tf32=[True] if a.mix != "lognormal" else None,
                                           argv=argv))
         return 0
     spec = {"shard_id": a.shard_id, "sweep_id": a.sweep_id, "search_space": a.search_space,
             "problems": [wire.to_json(p) for p in probs]}
-    if a.mix == "dataset":
+    if a.mix != "lognormal":
         spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
     from .spec import parse_spec
     parse_spec(spec)  # what we write must load
