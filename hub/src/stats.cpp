@@ -31,10 +31,24 @@ struct Coverage {
 
 // One timing method (Shard::method.timing) of the dataset: how much data it
 // produced and the wall time the collector spent per problem.
+// An ok record whose spread (IQR) is above this share of its median was timed while
+// the GPU was disturbed (clock change, another process): its median is unreliable
+// (H100 data of collector 2.0.0: a triton::bmm config recorded at 98 us, IQR 96 us,
+// among neighbours at 8 us). Counted per method so collectors can be compared; the
+// collector re-times such suspects since 2.1.0.
+constexpr double kWideSpread = 0.5;
+
 struct MethodStats {
   uint64_t shards = 0, records = 0;
+  uint64_t ok = 0, wide_spread = 0;  // ok records, and those with spread > kWideSpread x median
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_collector;  // the same two, per collector
   std::map<std::string, uint64_t> collectors;  // shards per collector
   std::vector<double> wall_s;                   // one per problem with a recorded wall time
+  nlohmann::json quality_json() const {
+    nlohmann::json q = nlohmann::json::object();
+    for (const auto& [c, n] : by_collector) q[c] = {{"ok_records", n.first}, {"ok_records_wide_spread", n.second}};
+    return q;
+  }
   nlohmann::json to_json() {
     std::sort(wall_s.begin(), wall_s.end());
     double total = 0;
@@ -44,6 +58,9 @@ struct MethodStats {
     return {{"shards", shards},
             {"records", records},
             {"collectors", collectors},
+            {"ok_records", ok},
+            {"ok_records_wide_spread", wide_spread},
+            {"ok_records_by_collector", quality_json()},
             {"problems_with_wall_time", n},
             {"wall_s_total", total},
             {"wall_s_median_per_problem", median}};
@@ -96,6 +113,12 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
       records++;
       by_status[to_string(r.status)]++;
       if (r.status != TimingStatus::timeout) final_not_timeout++;
+      if (r.status == TimingStatus::ok) {
+        const bool wide = r.spread_us > kWideSpread * r.median_us;
+        auto& q = ms.by_collector[or_unrecorded(s.method.collector)];
+        ms.ok++, q.first++;
+        if (wide) ms.wide_spread++, q.second++;
+      }
       templates[r.config.template_id]++;
       const auto& p = s.problems[r.problem_index];
       configs[p].insert(r.config);
@@ -203,6 +226,16 @@ std::string render_stats(const nlohmann::json& j) {
         std::snprintf(buf, sizeof(buf), " wall %.3f s total, median %.3f s per problem",
                       m["wall_s_total"].get<double>(), m["wall_s_median_per_problem"].get<double>());
         o << buf;
+      }
+      if (m.contains("ok_records_by_collector")) {  // absent from an older hub's stats
+        for (const auto& [c, q] : m["ok_records_by_collector"].items()) {
+          const auto ok = q["ok_records"].get<uint64_t>(), wide = q["ok_records_wide_spread"].get<uint64_t>();
+          char buf[96];
+          std::snprintf(buf, sizeof(buf), " ok records %llu, spread (IQR) above half the median %llu (%.2f%%)",
+                        static_cast<unsigned long long>(ok), static_cast<unsigned long long>(wide),
+                        ok ? 100.0 * double(wide) / double(ok) : 0.0);
+          o << "\n    " << c << ":" << buf;
+        }
       }
       o << "\n    collectors:";
       for (const auto& [c, n] : m["collectors"].items()) o << " " << c << " (" << n << " shards)";

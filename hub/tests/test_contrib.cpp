@@ -135,6 +135,26 @@ TEST(DatasetStats, CompletenessOfRecordsAndProblems) {
   EXPECT_EQ(dataset_stats(Dataset{})["coverage"]["records_final_share"], 0.0);
 }
 
+TEST(DatasetStats, CountsOkRecordsWithAWideSpreadPerMethod) {
+  Dataset d = stats_dataset();
+  auto& s = d.shards[0];
+  for (auto& r : s.records) r.spread_us = 0.1 * r.median_us;
+  s.records[5].spread_us = 0.9 * s.records[5].median_us;   // disturbed: counted
+  s.records[6].spread_us = 0.5 * s.records[6].median_us;   // at the limit: not counted
+  s.records[2].spread_us = 1.0;                             // the timeout (median 0): not an ok record
+  const auto j = dataset_stats(d);
+  ASSERT_EQ(j["timing_methods"].size(), 1u);
+  const auto& m = j["timing_methods"].begin().value();
+  EXPECT_EQ(m["ok_records"], 198);  // 200 less the timeout and the out_of_resources
+  EXPECT_EQ(m["ok_records_wide_spread"], 1);
+  const auto& q = m["ok_records_by_collector"];
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.begin().value()["ok_records"], 198);
+  EXPECT_EQ(q.begin().value()["ok_records_wide_spread"], 1);
+  EXPECT_NE(render_stats(j).find("ok records 198, spread (IQR) above half the median 1 (0.51%)"), std::string::npos)
+      << render_stats(j);
+}
+
 TEST(DatasetStats, RenderedLog2BucketsInNumericOrder) {
   const std::string text = render_stats(dataset_stats(stats_dataset()));
   const auto line_start = text.find("coverage m");
