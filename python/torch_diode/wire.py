@@ -127,7 +127,7 @@ class ShardRecord:
 @dataclass(frozen=True)
 class CollectionMethod:
     """How a shard's timings were taken (wire version 2); empty in version 1 shards."""
-    timing: str = ""  # e.g. "cuda-events+spin+cold-l2"
+    timing: str = ""  # e.g. "cuda-events+gpu-spin+cold-l2"
     collector: str = ""  # e.g. "torch_diode.collect 2.0.0"
 
 

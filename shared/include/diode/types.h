@@ -96,7 +96,7 @@ struct ShardRecord {
 inline constexpr uint64_t kWireVersion = 2;
 
 // How a shard's timings were taken (wire version 2): the timing method, e.g.
-// "cuda-events+spin+cold-l2", and the collector that took them, e.g.
+// "cuda-events+gpu-spin+cold-l2", and the collector that took them, e.g.
 // "torch_diode.collect 2.0.0". Empty in shards of wire version 1.
 struct CollectionMethod {
   std::string timing;
