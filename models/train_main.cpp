@@ -74,6 +74,11 @@ int run(int argc, char** argv, const Comm& comm) {
   app.add_flag("--include-community", include_community, "also train on community-contributed shards");
   app.add_flag("--include-replayed", include_replayed,
                "also train on replayed records (replay runner, not measurements: demos and tests only)");
+  double max_spread = 0;
+  app.add_option("--max-spread", max_spread,
+                 "leave out ok records whose spread (IQR) exceeds this share of their median, as if never "
+                 "timed (timed while the GPU was disturbed; 0: off)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--quiet", quiet, "no per-epoch progress lines");
   try {
     app.parse(argc, argv);
@@ -93,6 +98,7 @@ int run(int argc, char** argv, const Comm& comm) {
   go.hardware_key = hardware;
   go.include_community = include_community;
   go.include_replayed = include_replayed;
+  go.max_spread = max_spread;
   const auto groups = group_by_problem(d, go);
   const uint64_t sm_count = d.shards.front().hardware.sm_count;
   // Refuse before spending the training time: a model must be judged on held-out problems.
@@ -139,7 +145,7 @@ int run(int argc, char** argv, const Comm& comm) {
   m.metrics = ev.metrics.to_json();
   m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
                {"hardware_key", d.hardware_key}, {"include_community", include_community},
-               {"include_replayed", include_replayed}};
+               {"include_replayed", include_replayed}, {"max_spread", max_spread}};
   // The sizes the network saw (train split): the hook does not use the model outside them.
   const ProblemDomain dom = problem_domain(groups, indices_in_split(groups, Split::train, o.split, o.cv));
   m.dataset["domain"] = {{"batch", {dom.batch.min, dom.batch.max}},

@@ -162,3 +162,29 @@ TEST(Groups, ProblemDomainIsTheSizeRangeOfTheGivenProblems) {
   EXPECT_EQ(one.m.max, groups[4].problem.m);
   EXPECT_THROW(problem_domain(groups, {}), std::invalid_argument);
 }
+
+TEST(Groups, MaxSpreadTreatsDisturbedRecordsAsNotMeasured) {
+  SynthOptions o;
+  o.problems = 3, o.shards = 1, o.config_stride = 50;
+  Dataset d = make_synthetic_dataset(o);
+  auto& s = d.shards[0];
+  for (auto& r : s.records) r.spread_us = 0.1 * r.median_us;
+  ShardRecord& bad = s.records[0];
+  bad.spread_us = 0.9 * bad.median_us;
+  const Problem p0 = s.problems[bad.problem_index];
+  const KernelConfig c0 = bad.config;
+  // The config's log time, NaN if listed without a time, -1 if not listed at all.
+  auto log_us_of = [&](const std::vector<ProblemGroup>& groups) {
+    for (const auto& g : groups)
+      if (g.problem == p0)
+        for (size_t i = 0; i < g.configs.size(); ++i)
+          if (g.configs[i] == c0) return g.log_us[i];
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(log_us_of(group_by_problem(d, {})), std::log(bad.median_us));  // off by default
+  GroupOptions go;
+  go.max_spread = 0.5;
+  EXPECT_EQ(log_us_of(group_by_problem(d, go)), -1.0);  // left out, not a failure (NaN)
+  go.max_spread = 0.95;
+  EXPECT_DOUBLE_EQ(log_us_of(group_by_problem(d, go)), std::log(bad.median_us));
+}
