@@ -38,7 +38,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-os.environ.setdefault("TORCH_DIODE_AUTO_INSTALL", "0")
 
 
 def median(xs):
@@ -374,4 +373,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    # run as a script only: importing this module (tests) must not change the environment
+    os.environ.setdefault("TORCH_DIODE_AUTO_INSTALL", "0")
     raise SystemExit(main())

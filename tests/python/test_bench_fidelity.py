@@ -102,3 +102,13 @@ def test_list_cli_selects_from_a_real_dataset():
                        capture_output=True, text=True, check=True)
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 13 and lines[-1].startswith("12 problems in ")
+
+
+def test_importing_the_module_leaves_the_environment_alone(monkeypatch):
+    # It once set TORCH_DIODE_AUTO_INSTALL=0 at import, which silenced the hook for every
+    # later test of the same pytest process.
+    import importlib
+    import os
+    monkeypatch.delenv("TORCH_DIODE_AUTO_INSTALL", raising=False)
+    importlib.reload(f)
+    assert "TORCH_DIODE_AUTO_INSTALL" not in os.environ
