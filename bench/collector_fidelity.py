@@ -38,6 +38,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # cupti_trace
 
 
 def median(xs):
@@ -126,22 +127,11 @@ def template_kernel(names) -> str | None:
 def kernel_profile(fn, flush, reps: int = 10) -> dict:
     """CUPTI kernel durations of `reps` calls of fn, each after an L2 flush (the marker):
     {"kernels": {name: median us per call}, "total_us": median per-call sum}."""
-    import tempfile
-
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from cupti_trace import trace_events
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            flush.bitwise_not_()
-            fn()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            calls = per_call_kernels(json.load(f).get("traceEvents", []))
+    calls = per_call_kernels(trace_events(fn, flush.bitwise_not_, reps))
     if not calls:
         return {"kernels": {}, "total_us": None}
     names = sorted({n for c in calls for n in c})

@@ -334,7 +334,7 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
     `buf.bitwise_not_()`: a 2 x L2 write when cold (flushes L2), one element when warm; its
     kernel is the call boundary and is not counted. Memcpy time is reported apart."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from cupti_trace import trace_events
 
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
     buf = torch.zeros((2 * l2) // 4 if cold else 1, dtype=torch.int32, device="cuda")
@@ -351,17 +351,7 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
     torch.cuda.synchronize()
     why = "profiler saw no kernels"
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                buf.bitwise_not_()
-                call()
-            torch.cuda.synchronize()
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                events = json.load(f).get("traceEvents", [])
-        calls, copies, names = per_call(events)
+        calls, copies, names = per_call(trace_events(call, buf.bitwise_not_, reps))
     except Exception as ex:  # no CUPTI, ...: the fallback below, and say why
         calls, why = [], f"profiler failed: {type(ex).__name__}: {str(ex)[:200]}"
     if not calls or not any(calls):  # fall back to CUDA events over back-to-back calls (launch-bound)
