@@ -114,7 +114,7 @@ class DiodeChoicesMixin:
             rankable = [k for v in candidates.values() for k in v if extract.is_rankable(k)]
             rec.other_choices = sum(1 for v in candidates.values() for k in v if not extract.is_rankable(k))
             if not rankable:
-                own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+                own = _own_aten(candidates)
                 if state.options.mode == "predict" and own and rec.other_choices > 1:
                     # nothing the model scores but ATen and unscored alternatives: predict mode
                     # never benchmarks, so ATen (Inductor's choice without max-autotune) alone
@@ -132,7 +132,7 @@ class DiodeChoicesMixin:
                 # sizes the model never saw (model.json dataset.domain): its prediction there is
                 # an unbounded extrapolation, so the model does not choose
                 rec.outcome = "passthrough:outside_domain"
-                own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+                own = _own_aten(candidates)
                 if state.options.mode == "predict" and own:
                     rec.predicted = "aten"   # what plain torch.compile runs; nothing benchmarked
                     state.stats.record(rec)
@@ -189,7 +189,7 @@ class DiodeChoicesMixin:
         decompose_k, CUTLASS, ...) are not scored and not handed over. If the winner does
         not build, the next best is tried (PREDICT_TRIES in all); then the default path.
         """
-        own = [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
+        own = _own_aten(candidates)
         scores_aten = bool(own) and "aten" in state.ranker.spec.templates
         offered = list(keys)
         aten_cfg = None
@@ -245,6 +245,11 @@ class DiodeChoicesMixin:
                 out[uid] = list(get_ktc(bound["kernel_inputs"], template, bound["op_name"],
                                         overrides.get(uid, {})))
         return out
+
+
+def _own_aten(candidates: dict) -> list:
+    """The op's own ATen choices (aten::mm, ...) among the candidate lists, in order."""
+    return [k for v in candidates.values() for k in v if extract.is_own_aten(k)]
 
 
 def _offer(contributor, problem, lists: dict, triton_configs: dict) -> None:
