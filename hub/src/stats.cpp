@@ -40,8 +40,8 @@ constexpr double kWideSpread = 0.5;
 
 struct MethodStats {
   uint64_t shards = 0, records = 0;
-  uint64_t ok = 0, wide_spread = 0;  // ok records, and those with spread > kWideSpread x median
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_collector;  // the same two, per collector
+  // Per collector: ok records, and those with spread > kWideSpread x median.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_collector;
   std::map<std::string, uint64_t> collectors;  // shards per collector
   std::vector<double> wall_s;                   // one per problem with a recorded wall time
   nlohmann::json quality_json() const {
@@ -54,6 +54,8 @@ struct MethodStats {
     double total = 0;
     for (double w : wall_s) total += w;
     const size_t n = wall_s.size();
+    uint64_t ok = 0, wide_spread = 0;
+    for (const auto& [c, q] : by_collector) ok += q.first, wide_spread += q.second;
     const double median = n == 0 ? 0.0 : n % 2 ? wall_s[n / 2] : (wall_s[n / 2 - 1] + wall_s[n / 2]) / 2;
     return {{"shards", shards},
             {"records", records},
@@ -109,15 +111,14 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     ms.records += s.records.size();
     ms.collectors[or_unrecorded(s.method.collector)]++;
     ms.wall_s.insert(ms.wall_s.end(), s.problem_wall_s.begin(), s.problem_wall_s.end());
+    auto& [ok, wide] = ms.by_collector[or_unrecorded(s.method.collector)];
     for (const auto& r : s.records) {
       records++;
       by_status[to_string(r.status)]++;
       if (r.status != TimingStatus::timeout) final_not_timeout++;
       if (r.status == TimingStatus::ok) {
-        const bool wide = r.spread_us > kWideSpread * r.median_us;
-        auto& q = ms.by_collector[or_unrecorded(s.method.collector)];
-        ms.ok++, q.first++;
-        if (wide) ms.wide_spread++, q.second++;
+        ok++;
+        if (r.spread_us > kWideSpread * r.median_us) wide++;
       }
       templates[r.config.template_id]++;
       const auto& p = s.problems[r.problem_index];
