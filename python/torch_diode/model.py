@@ -115,7 +115,8 @@ def parse_domain(dataset: Any) -> dict[str, tuple[int, int]] | None:
     return out
 
 
-def parse_model_json(text: bytes, path: str = "<memory>") -> tuple[Architecture, FeatureSpec, dict]:
+def parse_model_json(text: bytes, path: str = "<memory>") \
+        -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, dict]:
     try:
         j = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
@@ -155,8 +156,8 @@ def parse_model_json(text: bytes, path: str = "<memory>") -> tuple[Architecture,
     hw = j.get("hardware_key")
     if not isinstance(hw, str) or not hw:
         _fail("model.json hardware_key", "missing or not a string")
-    parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
-    return a, spec, j
+    domain = parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
+    return a, spec, domain, j
 
 
 def parse_weights(data: bytes, arch: Architecture) -> dict[str, tuple[tuple[int, ...], bytes]]:
@@ -251,7 +252,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
         text = f.read()
     with open(wm, "rb") as f:
         data = f.read()
-    arch, spec, j = parse_model_json(text, mj)
+    arch, spec, domain, j = parse_model_json(text, mj)
     tensors = parse_weights(data, arch)
     h = hashlib.sha256()
     h.update(len(text).to_bytes(8, "little") + text)
@@ -259,7 +260,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     meta = {k: j[k] for k in ("dataset", "metrics", "training") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=parse_domain(j.get("dataset")))
+                     domain=domain)
     return info, tensors
 
 
