@@ -145,13 +145,16 @@ def summarize(rows: list[dict], problems: list[dict]) -> dict:
     ratios = [x["ratio"] for x in rows]
     if ratios:
         out["ratio"] = {"median": median(ratios), "p90": p90(ratios), "min": min(ratios), "max": max(ratios)}
-    kr = [x["ratio_kernel"] for x in rows if x.get("ratio_kernel")]
-    if kr:
-        out["ratio_kernel"] = {"median": median(kr), "p90": p90(kr), "min": min(kr), "max": max(kr), "n": len(kr)}
-    agreed = [x["best_agrees_2pct"] for x in problems if x.get("best_agrees_2pct") is not None]
-    if agreed:
-        out["best_agrees"] = {"yes": sum(agreed), "of": len(agreed)}
-    mat = [x["maxautotune_over_collector_best"] for x in problems if x.get("maxautotune_over_collector_best")]
+    for key in ("ratio_kernel", "ratio_static", "ratio_static_kernel"):
+        kr = [x[key] for x in rows if x.get(key)]
+        if kr:
+            out[key] = {"median": median(kr), "p90": p90(kr), "min": min(kr), "max": max(kr), "n": len(kr)}
+    for key, name in (("best_agrees_2pct", "best_agrees"), ("static_best_agrees_2pct", "static_best_agrees")):
+        agreed = [x[key] for x in problems if x.get(key) is not None]
+        if agreed:
+            out[name] = {"yes": sum(agreed), "of": len(agreed)}
+    mat = [x["maxautotune_over_collector_best"] for x in problems
+           if x.get("maxautotune_over_collector_best") and not x.get("maxautotune_failed")]
     if mat:
         out["maxautotune_over_collector_best_geomean"] = math.exp(sum(math.log(x) for x in mat) / len(mat))
     extra = sorted({k for x in rows for k in x.get("inductor_other_kernels", {})})
@@ -170,8 +173,17 @@ def print_summary(sm: dict, device: str = "") -> None:
         r = sm["ratio_kernel"]
         print(f"per-config kernel ratio (CUPTI, our kernel / Inductor's template kernel, {r['n']} configs): "
               f"median {r['median']:.4f}, p90 {r['p90']:.4f}, min {r['min']:.4f}, max {r['max']:.4f}")
+    for key, what in (("ratio_static", "static-shape kernel / Inductor-static (events)"),
+                      ("ratio_static_kernel", "static-shape kernel / Inductor's template kernel (CUPTI)")):
+        if key in sm:
+            r = sm[key]
+            print(f"per-config ratio {what}, {r['n']} configs: median {r['median']:.4f}, p90 {r['p90']:.4f}, "
+                  f"min {r['min']:.4f}, max {r['max']:.4f}")
     if "best_agrees" in sm:
         print(f"best config agrees within 2%: {sm['best_agrees']['yes']}/{sm['best_agrees']['of']} problems")
+    if "static_best_agrees" in sm:
+        print(f"best config agrees within 2%, picked by the static-shape kernels: "
+              f"{sm['static_best_agrees']['yes']}/{sm['static_best_agrees']['of']} problems")
     if "maxautotune_over_collector_best_geomean" in sm:
         print(f"max-autotune DEFAULT pick / collector's best (Triton or ATen): geomean "
               f"{sm['maxautotune_over_collector_best_geomean']:.3f}")
@@ -179,12 +191,13 @@ def print_summary(sm: dict, device: str = "") -> None:
         print("kernels Inductor's compiled call ran besides its template: " + ", ".join(sm["inductor_other_kernels"]))
 
 
-def our_kernel(p, cfg, tensors):
-    """The collector's kernel for a recorded config, as a launch function."""
+def our_kernel(p, cfg, tensors, static: bool = False):
+    """The collector's kernel for a recorded config, as a launch function; with `static`,
+    the same template rendered with this problem's sizes and strides as literals."""
     from torch_diode.collect import template
     params = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
               "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages, "num_warps": cfg.num_warps}
-    kc = template.kernel_class(p, cfg.even_k)
+    kc = template.kernel_class(p, cfg.even_k, static=static)
     grid, args, consts = template.launch_args(kc, p, tensors, params, cfg.allow_tf32)
     kern = template.load(kc)
     return lambda: kern[grid](*args, **consts)
@@ -265,6 +278,7 @@ def main(argv=None) -> int:
 
     from torch_diode import wire
     from torch_diode.collect.engine import _aten_fn
+    from torch_diode.inductor_compat import set_tf32
     from torch_diode.collect.problems import make_inputs
     from torch_diode.collect.timing import BatchTimer
 
@@ -276,15 +290,25 @@ def main(argv=None) -> int:
             print(f"budget {a.budget_s:.0f} s reached after {i} problems", flush=True)
             break
         tri = sorted((r for r in recs if r.config.is_triton), key=lambda r: r.median_us)[: a.top]
+        # TF32 as the problem was collected: Inductor offers ALLOW_TF32 configs (and cuBLAS
+        # uses TF32) only when it is on, so fp32 problems of the TF32 tenth match the records.
+        # Restored after the problem, as the collector does around each problem.
+        restore_tf32 = set_tf32(any(r.config.allow_tf32 for r in tri))
         inputs = make_inputs(p)
         bias, A, B = inputs if len(inputs) == 3 else (None, *inputs)
         shape = (p.batch, p.m, p.n) if p.op in ("bmm", "baddbmm") else (p.m, p.n)
         c = torch.empty(shape, dtype=getattr(torch, p.dtype_out), device="cuda")
         tensors = {"a": A, "b": B, "c": c, "bias": bias}
-        pairs = []
+        # Each config is compiled by Inductor, then timed and profiled at once: the next
+        # compile_inductor calls torch._dynamo.reset(), after which an earlier compiled
+        # callable recompiles on its next call, outside the choices hook, i.e. as plain
+        # max-autotune (the first runs of 2026-11-25 timed that pick against every config).
+        prob_rows, first_ours = [], None
         for r in tri:
             cfg = r.config
             ours = our_kernel(p, cfg, tensors)
+            if first_ours is None:
+                first_ours = (r, ours)
             try:
                 ind = compile_inductor(p, wire.to_json(cfg), inputs)
             except Exception as e:  # e.g. Inductor's static kernel needs more shared memory than ours
@@ -294,17 +318,24 @@ def main(argv=None) -> int:
             if ind is None:
                 print(f"  {describe(p)}: Inductor did not offer {cfg}; skipped", flush=True)
                 continue
-            pairs.append((r, ours, ind))
-        samples = [([], []) for _ in pairs]
-        for _ in range(5):
-            for (r, ours, ind), (so, si) in zip(pairs, samples):
+            try:
+                stat = our_kernel(p, cfg, tensors, static=True)
+                stat()
+            except Exception as e:
+                print(f"  {describe(p)}: static-shape kernel failed for {cfg}: {str(e).splitlines()[0][:200]}",
+                      flush=True)
+                stat = None
+            so, si, ss = [], [], []
+            for _ in range(5):  # interleaved, against drift
                 so += timer.repeat(ours, 10)
                 si += timer.repeat(ind, 10)
-        prob_rows = []
-        for (r, ours, ind), (so, si) in zip(pairs, samples):
-            row = {"problem": describe(p), "config": wire.to_json(r.config), "collector_recorded_us": r.median_us,
+                if stat is not None:
+                    ss += timer.repeat(stat, 10)
+            row = {"problem": describe(p), "config": wire.to_json(cfg), "collector_recorded_us": r.median_us,
                    "ours_us": median(so) * 1000, "inductor_us": median(si) * 1000,
                    "ratio": median(so) / median(si)}
+            if ss:
+                row.update({"static_us": median(ss) * 1000, "ratio_static": median(ss) / median(si)})
             try:  # the kernels behind each figure (CUPTI): what the events around the call include
                 po, pi = kernel_profile(ours, timer.flush), kernel_profile(ind, timer.flush)
                 tem = template_kernel(pi["kernels"])
@@ -313,30 +344,38 @@ def main(argv=None) -> int:
                             "inductor_other_kernels": {k: v for k, v in pi["kernels"].items() if k != tem}})
                 if tem and po["total_us"]:
                     row["ratio_kernel"] = po["total_us"] / pi["kernels"][tem]
+                if stat is not None and tem:
+                    ps = kernel_profile(stat, timer.flush)
+                    if ps["total_us"]:
+                        row["ratio_static_kernel"] = ps["total_us"] / pi["kernels"][tem]
             except Exception as e:  # no CUPTI: the events figures stand alone
                 row["profile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
             prob_rows.append(row)
         rows += prob_rows
         # Best-config agreement among the same configs, both timed by Inductor's kernels.
-        agree = None
+        agree = static_agree = None
         if prob_rows:
             our_pick = min(prob_rows, key=lambda x: x["ours_us"])
             ind_best = min(x["inductor_us"] for x in prob_rows)
             agree = our_pick["inductor_us"] <= 1.02 * ind_best
+            with_static = [x for x in prob_rows if "static_us" in x]
+            if with_static:
+                static_agree = min(with_static, key=lambda x: x["static_us"])["inductor_us"] <= 1.02 * ind_best
         # Collector's best (Triton or ATen) vs max-autotune DEFAULT's pick, same timer.
         best_rec = min(recs, key=lambda r: r.median_us)
         if best_rec.config.is_triton:
-            best_fn = pairs[0][1] if pairs and pairs[0][0] is best_rec else None
+            best_fn = first_ours[1] if first_ours and first_ours[0] is best_rec else None
             if best_fn is None:
                 best_fn = our_kernel(p, best_rec.config, tensors)
         else:
             best_fn = _aten_fn(p, bias, A, B, c)
         t0 = time.perf_counter()
+        mat_failed = False
         try:
             mat = compile_inductor(p, None, inputs, "DEFAULT", "TRITON,ATEN")
-        except Exception as e:
+        except Exception as e:  # its figure is then the collector's best itself: left out of the geomean
             print(f"  {describe(p)}: max-autotune failed: {str(e).splitlines()[0][:200]}", flush=True)
-            mat = best_fn
+            mat, mat_failed = best_fn, True
         mat_compile = time.perf_counter() - t0
         sb, sm = [], []
         for _ in range(5):
@@ -344,14 +383,19 @@ def main(argv=None) -> int:
             sm += timer.repeat(mat, 10)
         kr = [x["ratio_kernel"] for x in prob_rows if x.get("ratio_kernel")]
         prob = {"problem": describe(p), "decode": p.m <= DECODE_M, "configs": len(prob_rows),
-                "best_agrees_2pct": agree,
+                "best_agrees_2pct": agree, "static_best_agrees_2pct": static_agree,
+                "maxautotune_failed": mat_failed,
                 "collector_best": best_rec.config.template, "collector_best_us": median(sb) * 1000,
                 "maxautotune_default_us": median(sm) * 1000, "maxautotune_over_collector_best": median(sm) / median(sb),
                 "maxautotune_compile_s": mat_compile,
                 "ratio_median": median([x["ratio"] for x in prob_rows]) if prob_rows else None,
                 "ratio_kernel_median": median(kr) if kr else None}
         problems.append(prob)
+        restore_tf32()
         print(json.dumps(prob), flush=True)
+        if a.json:  # after every problem, so a device call cut short keeps what it measured
+            json.dump({"configs": rows, "problems": problems, "partial": True,
+                       "argv": sys.argv, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
     if inductor_failed:
         print(f"{len(inductor_failed)} configs timed by the collector failed to compile in Inductor (static shapes)")
     sm = summarize(rows, problems)

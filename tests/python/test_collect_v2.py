@@ -298,3 +298,35 @@ def test_engine_retimes_suspects_and_keeps_the_lower_batch():
     stalled.samples = [773.0] * 5
     assert retime_suspects(entries, fns, repeat, 10, deadline=1.0, clock=lambda: 2.0) == 0
     assert calls == [] and stalled.samples == [773.0] * 5     # past the deadline: nothing
+
+
+@pytest.mark.parametrize("p", [prob("addmm", m=8, n=1000, k=520, tb=True, alpha=2.0),
+                               prob("baddbmm", batch=4, m=128, n=96, k=72, bias="full")])
+def test_static_class_renders_one_problems_sizes_and_strides_as_literals(p):
+    kc = template.kernel_class(p, even_k=False, static=True)
+    assert kc.static == (p.batch, p.m, p.n, p.k)
+    assert kc != template.kernel_class(prob("addmm", m=16, n=1000, k=520, tb=True, alpha=2.0), False, static=True)
+    assert template.kernel_class(p, False) != kc                       # the reuse class is another
+    src = _source_of(kc)
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
+    names = [a.arg for a in fn.args.args]
+    assert not {"M_q", "N_q", "K_q", "BATCH_"} & set(names)          # no size arguments...
+    assert not any(n.endswith("_q") for n in names)                    # ...and no stride arguments
+    for name, v in (("M", p.m), ("N", p.n), ("K", p.k)):               # the template's size locals
+        assert f"    {name} = {v}\n" in src
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_stages": 3, "num_warps": 4}
+    tensors = {"a": "A", "b": "B", "c": "C", "bias": "BIAS"}
+    grid, args, consts = template.launch_args(kc, p, tensors, cfg, False)
+    runtime = [n for n in names if n not in consts]
+    assert len(args) == len(runtime) and args[:4] == ["A", "B", "C", "BIAS"]
+    assert args[4:] == ([2.0] if p.alpha != 1.0 else [])
+    assert grid == template.launch_args(template.kernel_class(p, False), p, tensors, cfg, False)[0]
+    with pytest.raises(ValueError, match="static kernel class"):
+        template.launch_args(kc, prob("addmm", m=9, n=1000, k=520, tb=True, alpha=2.0), tensors, cfg, False)
+
+
+def _source_of(kc):
+    try:
+        return template.render(kc)
+    except ImportError as e:
+        pytest.skip(str(e))

@@ -17,7 +17,10 @@ template's hooks (def_kernel, size, stride, load_input, store_output):
 * the epilogue of addmm/baddbmm is Inductor's addmm_epilogue (acc * alpha + bias * beta,
   bias broadcast by its strides, alpha/beta of 1 left out as Inductor does).
 
-bench/collector_fidelity.py measures the result against Inductor's static kernels.
+A *static* kernel class (`kernel_class(..., static=True)`) renders the same template
+with one problem's sizes and strides as literals, as Inductor does: one compile per
+problem and config, for re-timing a problem's contenders exactly as Inductor would run
+them. bench/collector_fidelity.py measures both against Inductor's static kernels.
 """
 from __future__ import annotations
 
@@ -76,6 +79,10 @@ class KernelClass:
     beta_one: bool
     index_int64: bool
     sizes: tuple[int, ...] = (1, 1, 1)   # alignment of M, N, K (stride_align): mask constancy
+    # (batch, M, N, K) of one problem when the class is *static*: sizes and strides are
+    # literals of the source, as in the kernel Inductor compiles for that problem (the a, b,
+    # c, bias patterns then hold the exact strides). Empty: runtime sizes, the reuse class.
+    static: tuple[int, ...] = ()
 
     def key(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
@@ -116,19 +123,25 @@ def problem_strides(p) -> dict[str, tuple[int, ...]]:
     return {"a": a, "b": b, "c": c, "bias": bias}
 
 
-def kernel_class(p, even_k: bool, lowered_op: str | None = None) -> KernelClass:
+def kernel_class(p, even_k: bool, lowered_op: str | None = None, static: bool = False) -> KernelClass:
+    """The kernel class of problem `p`: shared by every problem differing only in sizes, or
+    with `static`, this problem's own (sizes and strides as literals, as Inductor compiles it)."""
     op = lowered_op or p.op
     size = _DTYPE_SIZE[p.dtype_a]
     st = problem_strides(p)
     with_bias = op in ("addmm", "baddbmm") and bool(st["bias"])
     numel = max(p.batch * p.m * p.k, p.batch * p.k * p.n, p.batch * p.m * p.n)
+
+    def pattern(strides):
+        return tuple(strides) if static else Operand(strides).pattern(size)
     return KernelClass(
         batched=op in ("bmm", "baddbmm"), dtype=p.dtype_a, out_dtype=p.dtype_out, even_k=bool(even_k),
-        a=Operand(st["a"]).pattern(size), b=Operand(st["b"]).pattern(size), c=Operand(st["c"]).pattern(size),
-        bias=Operand(st["bias"]).pattern(size) if with_bias else (),
+        a=pattern(st["a"]), b=pattern(st["b"]), c=pattern(st["c"]),
+        bias=pattern(st["bias"]) if with_bias else (),
         alpha_one=p.alpha == 1.0 or not with_bias, beta_one=p.beta == 1.0 or not with_bias,
         index_int64=numel > INT32_MAX,
-        sizes=tuple(stride_align(v, size) for v in (p.m, p.n, p.k)))
+        sizes=tuple(stride_align(v, size) for v in (p.m, p.n, p.k)),
+        static=(p.batch, p.m, p.n, p.k) if static else ())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,9 +160,9 @@ class _Hooks:
 
     def def_kernel(self, *names: str) -> str:
         kc = self.kc
-        args = ["A", "B", "C"] + (["BIAS"] if kc.bias else []) + ["M_q", "N_q", "K_q"]
-        if kc.batched:
-            args.append("BATCH_")
+        args = ["A", "B", "C"] + (["BIAS"] if kc.bias else [])
+        if not kc.static:
+            args += ["M_q", "N_q", "K_q"] + (["BATCH_"] if kc.batched else [])
         for nm, pat in (("A", kc.a), ("B", kc.b), ("C", kc.c), ("BIAS", kc.bias)):
             for i, v in enumerate(pat):
                 if v < 0:
@@ -179,6 +192,12 @@ class _Hooks:
 
     def size(self, name: str, index: int) -> str:
         i = self._norm(name, index)
+        if self.kc.static:  # literals, as Inductor renders a static-shape problem
+            batch, m, n, k = self.kc.static
+            if self.kc.batched and i == 0:
+                return str(batch)
+            i -= 1 if self.kc.batched else 0
+            return str({("A", 0): m, ("A", 1): k, ("B", 0): k, ("B", 1): n}[(name, i)])
         if self.kc.batched and i == 0:
             return "BATCH_"
         i -= 1 if self.kc.batched else 0
@@ -307,7 +326,11 @@ def launch_args(kc: KernelClass, p, tensors: dict, cfg: dict, allow_tf32: bool):
     st = problem_strides(p)
     args = [tensors["a"], tensors["b"], tensors["c"]] + ([tensors["bias"]] if kc.bias else [])
     sm, sn, sk = kc.sizes
-    args += [p.m // sm, p.n // sn, p.k // sk] + ([p.batch] if kc.batched else [])
+    if kc.static:
+        if kc.static != (p.batch, p.m, p.n, p.k):
+            raise ValueError(f"static kernel class for {kc.static} launched on {(p.batch, p.m, p.n, p.k)}")
+    else:
+        args += [p.m // sm, p.n // sn, p.k // sk] + ([p.batch] if kc.batched else [])
     consts = {"SM": sm, "SN": sn, "SK": sk, **hints(p, cfg)}
     for nm, pat, strides in (("A", kc.a, st["a"]), ("B", kc.b, st["b"]), ("C", kc.c, st["c"]),
                              ("BIAS", kc.bias, st["bias"])):
