@@ -330,3 +330,50 @@ def _source_of(kc):
         return template.render(kc)
     except ImportError as e:
         pytest.skip(str(e))
+
+
+def test_static_targets_are_the_fastest_plus_defaults_fastest():
+    times = {"a": 5.0, "b": 4.0, "c": 6.0, "d": 9.0, "e": 8.0}
+    assert plan.static_targets(times, set(), 3) == ["b", "a", "c"]
+    assert plan.static_targets(times, {"e", "d"}, 3) == ["b", "a", "c", "e"]   # DEFAULT's fastest joins
+    assert plan.static_targets(times, {"a"}, 3) == ["b", "a", "c"]             # already among them
+    assert plan.static_targets(times, {"e"}, 10) == ["b", "a", "c", "e", "d"]
+    assert plan.static_targets(times, {"e"}, 0) == [] and plan.static_targets({}, set(), 5) == []
+
+
+def test_retime_static_replaces_samples_interleaved_and_marks_records():
+    from torch_diode.collect.engine import FLAG_STATIC, STATIC_ROUNDS, Stats, retime_static
+    assert FLAG_STATIC == 8 and Stats().static == 0 and STATIC_ROUNDS >= 2
+    a = _entry("triton::mm", _cfg(1), [5.0] * 20)
+    b = _entry("triton::mm", _cfg(2), [5.5] * 20)
+    broken = _entry("triton::mm", _cfg(3), [6.0] * 20)           # its static kernel failed: no fn
+    fns = {id(a): "fa", id(b): "fb"}
+    calls = []
+
+    def repeat(fn, n):
+        calls.append(fn)
+        return [4.8 if fn == "fa" else 5.6] * n
+
+    assert retime_static([a, b, broken], fns, repeat, 10, 3, deadline=1.0, clock=lambda: 0.0) == 2
+    assert calls == ["fa", "fb"] * 3                               # round-robin, not one after the other
+    assert a.samples == [4.8] * 30 and a.static and b.samples == [5.6] * 30 and b.static
+    assert broken.samples == [6.0] * 20 and not broken.static
+    c = _entry("triton::mm", _cfg(4), [7.0] * 20)
+    assert retime_static([c], {id(c): "fc"}, repeat, 10, 3, deadline=1.0, clock=lambda: 2.0) == 0
+    assert c.samples == [7.0] * 20 and not c.static                # past the deadline: untouched
+    ticks = iter([0.0, 0.0, 2.0])                                  # the deadline falls after round 2
+    d, e = _entry("triton::mm", _cfg(5), [7.0]), _entry("triton::mm", _cfg(6), [7.0])
+    assert retime_static([d, e], {id(d): "fa", id(e): "fb"}, repeat, 5, 3, 1.0, clock=lambda: next(ticks)) == 2
+    assert len(d.samples) == len(e.samples) == 10                  # whole rounds only
+
+
+def test_spec_static_top_defaults_validates_and_round_trips():
+    from torch_diode.collect.spec import SpecError, parse_spec, spec_to_json
+    base = {"shard_id": "s/1", "sweep_id": "s", "problems": [wire.to_json(prob())]}
+    assert parse_spec(base).timing.static_top == 10
+    assert parse_spec({**base, "timing": {"static_top": 0}}).timing.static_top == 0
+    for bad in (-1, 101, True, 2.5):
+        with pytest.raises(SpecError, match="static_top"):
+            parse_spec({**base, "timing": {"static_top": bad}})
+    s = parse_spec({**base, "timing": {"static_top": 4}})
+    assert parse_spec(spec_to_json(s)) == s

@@ -135,7 +135,9 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         per_problem.append({"index": i, "tf32": tf32, "problem": describe(p), **dataclasses.asdict(st)})
         fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
         lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
-        log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} retimed={st.retimed} | "
+        static = f"static={st.static}" + (f" static_failed={st.static_failed}" if st.static_failed else "")
+        log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} retimed={st.retimed} "
+            f"{static} | "
             f"lower={st.lower_s:.1f}s compile_wait={st.compile_wait_s:.1f}s time={st.time_s:.1f}s "
             f"wall={st.wall_s:.1f}s | best_triton={st.best_triton_us:.2f}us default_best={st.default_best_us:.2f}us "
             f"aten={st.aten_us:.2f}us")

@@ -13,7 +13,15 @@ Per problem:
      only). Order: ATen, DEFAULT configs, then the rest by plan.promise(). Repeats are
      adaptive (plan.repeats_for); suspect records (plan.suspects: a wide spread, or far
      slower than the same config at another num_stages) are re-timed once, keeping the
-     lower batch; then the contenders are re-timed interleaved.
+     lower batch.
+  4. The fastest `timing.static_top` Triton configs (and DEFAULT's fastest) are compiled
+     again as the problem's *static* kernel class (sizes and strides as literals, as
+     Inductor compiles them: template.kernel_class(static=True)) in a second, smaller pool,
+     and re-timed interleaved; their records carry FLAG_STATIC. The runtime-size kernels
+     rank the space fast; the static ones time the contenders as Inductor would run them
+     (bench/RESULTS.md: runtime sizes were 1.057x Inductor's kernels and picked its best
+     on 13 of 21 problems, static ones 1.003x and 21 of 21). With static_top 0 the
+     contenders are re-timed interleaved with their runtime-size kernels instead.
 """
 from __future__ import annotations
 
@@ -34,9 +42,12 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # 2.1.0: space discovery compiles with coordinate_descent_tuning off (M = 1 / N = 1 problems
 # stay GEMMs) and suspect batches are re-timed once, the lower kept (plan.suspects);
 # 2.0.0: engine v2 as first run on the H100 (datasets/README.md says which shards are which)
-ENGINE_VERSION = "2.1.0"
+# 2.2.0: the top contenders re-timed as static-shape kernels (FLAG_STATIC, timing.static_top);
+ENGINE_VERSION = "2.2.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
+FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
+STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10)
 _DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 _TORCH_DTYPE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
 CHECK_TOLERANCE = 5e-2   # relative L2 error vs ATen; a wrong kernel is off by ~1
@@ -50,6 +61,7 @@ class Entry:
     future: object = None
     status: str = ""
     samples: list = field(default_factory=list)
+    static: bool = False              # samples are of the static-shape kernel (FLAG_STATIC)
 
     @property
     def params(self):
@@ -81,6 +93,9 @@ class Stats:
     wall_s: float = 0.0
     mismatched: int = 0
     retimed: int = 0          # suspect records re-timed with a fresh batch (plan.suspects)
+    static: int = 0           # records re-timed as static-shape kernels (FLAG_STATIC)
+    static_failed: int = 0    # static targets whose kernel did not compile, run or match ATen
+    static_s: float = 0.0     # wall seconds of the static stage (its compile wait included)
     lowered_as: str = ""
     best_triton_us: float = 0.0
     aten_us: float = 0.0
@@ -139,10 +154,18 @@ class Engine:
         n = workers or max(1, (os.cpu_count() or 2) - 1)
         self.pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
                                            initializer=_pool_init, initargs=(device,))
+        # Static-shape kernels compile in their own pool: the main one is FIFO and already
+        # holds the next problem's compiles, which the current problem must not wait behind.
+        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(8, n // 2)),
+                                                  mp_context=mp.get_context("spawn"),
+                                                  initializer=_pool_init, initargs=(device,)) \
+            if spec.timing.static_top else None
         self.submitted: dict = {}   # (kernel class, constexprs) -> future, across problems
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.static_pool is not None:
+            self.static_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- planning ------------------------------------------------------------------------
     def plan(self, idx: int, p: wire.Problem, tf32: bool) -> Planned:
@@ -171,6 +194,55 @@ class Engine:
             entries.append(e)
         entries = plan.order(entries, p.m, p.n, p.batch, self.sm_count)
         return Planned(idx, p, tf32, sp.lowered_as, entries, sp.lower_s)
+
+    # -- static-shape re-time ------------------------------------------------------------
+    def _static_stage(self, pl: Planned, tensors: dict, ref, ref_norm: float, deadline: float, st: Stats) -> None:
+        """Compile plan.static_targets as static kernel classes, check each against ATen's
+        result, then retime_static. A target that fails keeps its runtime-size record."""
+        import torch
+        p, tm = pl.problem, self.spec.timing
+        allow = pl.tf32 and p.dtype_a == "float32"
+        ok = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc}
+        times = {k: summarize(e.samples).median for k, e in ok.items()}
+        targets = [ok[k] for k in plan.static_targets(times, {k for k, e in ok.items() if e.default},
+                                                      tm.static_top)]
+        jobs = []
+        for e in targets:
+            kc = template.kernel_class(p, e.kc.even_k, pl.lowered_as, static=True)
+            ints = {k: v for k, v in e.params.items() if isinstance(v, (int, bool))}
+            jobs.append((e, kc, self.static_pool.submit(_compile_job, kc, p.dtype_a, p.dtype_out, ints, allow)))
+        fns, c = {}, tensors["c"]
+        for e, kc, fut in jobs:
+            w0 = time.perf_counter()
+            try:
+                err = fut.result(timeout=max(0.0, deadline - w0))
+            except cf.TimeoutError:
+                err = "timeout"
+            finally:
+                st.compile_wait_s += time.perf_counter() - w0
+            if err:
+                st.static_failed += 1
+                self.log(f"  static {e.offered.config}: {err[:200]}")
+                continue
+            try:
+                grid, args, consts = template.launch_args(kc, p, tensors, e.params, allow)
+                fn = _launcher(template.load(kc), grid, args, consts)
+                c.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                rel = ((c.float() - ref.float()).norm().item()) / ref_norm
+            except Exception as ex:   # OutOfResources at load (the literal sizes change nothing
+                torch.cuda.synchronize()   # it needs, but the record must not depend on it)
+                st.static_failed += 1
+                self.log(f"  static {e.offered.config}: {type(ex).__name__}: {str(ex)[:200]}")
+                continue
+            if not rel <= CHECK_TOLERANCE:
+                st.static_failed += 1
+                self.log(f"  WARNING static {e.offered.config}: result differs from ATen (rel {rel:.3g})")
+                continue
+            fns[id(e)] = fn
+        st.static = retime_static(targets, fns, self.timer.repeat, max(tm.min_repeats, 10), STATIC_ROUNDS,
+                                  deadline)
 
     # -- timing --------------------------------------------------------------------------
     def run(self, pl: Planned) -> tuple[list[wire.ShardRecord], Stats]:
@@ -256,21 +328,26 @@ class Engine:
             s0 = time.perf_counter()
             st.retimed = retime_suspects(pl.entries, fns, self.timer.repeat,
                                          max(tm.min_repeats, plan.RETIME_REPEATS), deadline)
-            # Interleaved re-timing of the contenders, against drift between early and late configs.
+            # Interleaved re-timing of the contenders, against drift between early and late
+            # configs (the static stage below re-times them itself, as Inductor's kernels).
             times = {id(e): summarize(e.samples).median for e in pl.entries if e.status == "ok"}
             close = plan.contenders(times)
-            if len(close) > 1 and time.perf_counter() < deadline:
+            if not tm.static_top and len(close) > 1 and time.perf_counter() < deadline:
                 by_id = {id(e): e for e in pl.entries}
                 for _ in range(3):
                     for k in close:
                         by_id[k].samples += self.timer.repeat(fns[k], max(tm.min_repeats, 10))
             st.time_s += time.perf_counter() - s0
+            if tm.static_top and time.perf_counter() < deadline:
+                s0 = time.perf_counter()
+                self._static_stage(pl, tensors, ref, ref_norm, deadline, st)
+                st.static_s = time.perf_counter() - s0
         finally:
             restore()
         out = []
         best_t = aten_t = dflt = float("inf")
         for e in pl.entries:
-            flags = (FLAG_DEFAULT if e.default else 0)
+            flags = (FLAG_DEFAULT if e.default else 0) | (FLAG_STATIC if e.static else 0)
             if not e.is_triton and not e.offered.uid.startswith("aten"):
                 flags |= FLAG_NOT_RUNNABLE
             if e.status == "ok":
@@ -293,6 +370,28 @@ class Engine:
         st.wall_s = (time.perf_counter() - t0) + pl.lower_s
         del inputs, a, b, c, ref, bias, tensors, fns
         return out, st
+
+
+def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
+                  clock=time.perf_counter) -> int:
+    """Re-time each target that has a static-shape kernel in `fns` (id(entry) -> launch):
+    `rounds` rounds, each a batch of n repeats of every such target in turn (interleaved,
+    against drift). The new samples replace the runtime-size ones and mark the entry
+    static. The deadline is checked between rounds, so every re-timed entry has the same
+    number of batches; a target without a kernel keeps its samples. Returns how many."""
+    live = [e for e in targets if id(e) in fns]
+    new: dict = {id(e): [] for e in live}
+    for _ in range(rounds):
+        if not live or clock() > deadline:
+            break
+        for e in live:
+            new[id(e)] += repeat(fns[id(e)], n)
+    done = 0
+    for e in live:
+        if new[id(e)]:
+            e.samples, e.static = new[id(e)], True
+            done += 1
+    return done
 
 
 def retime_suspects(entries: list, fns: dict, repeat, n: int, deadline: float,

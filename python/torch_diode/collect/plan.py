@@ -123,6 +123,21 @@ def contenders(times: dict, factor: float = CONTENDER_FACTOR, limit: int = MAX_C
     return [k for _, k in close[:limit]]
 
 
+def static_targets(times: dict, defaults: set, top: int) -> list:
+    """Keys of the entries to re-time as static-shape kernels: the `top` fastest of
+    `times` (key -> median, ok Triton entries only), then the fastest DEFAULT-list entry
+    (`defaults`: keys) when it is not among them, so the record that stands for
+    max-autotune DEFAULT is timed the way Inductor runs it too. Fastest first."""
+    if top <= 0 or not times:
+        return []
+    order = sorted(times, key=lambda k: (times[k], str(k)))
+    out = order[:top]
+    dflt = [k for k in order if k in defaults]
+    if dflt and dflt[0] not in out:
+        out.append(dflt[0])
+    return out
+
+
 def reuse_groups(keys: list) -> dict:
     """kernel-class key -> indices of the problems that share it (in order)."""
     out: dict = {}

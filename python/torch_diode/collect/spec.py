@@ -7,7 +7,7 @@
   "problems": [ {wire.Problem JSON form}, ... ],
   "timing": {"warmup": 5, "repeats": 20, "min_repeats": 5, "l2_flush": true,
              "config_timeout_s": 5.0, "compile_timeout_s": 600, "budget_ms_per_config": 60.0,
-             "problem_timeout_s": 900},
+             "problem_timeout_s": 900, "static_top": 10},
   "tf32": [false, true],                     # float32 problems are measured once per mode
   "smem_prefilter": true,
   "producer": {"name": "host/gpu0", "public_key": ""}
@@ -38,6 +38,9 @@ class Timing:
     compile_timeout_s: int = 600       # Inductor's precompilation_timeout_seconds
     budget_ms_per_config: float = 60.0  # cap on GPU time spent timing one config
     problem_timeout_s: float = 900.0   # after this, a problem's untimed configs -> status timeout
+    # The fastest Triton configs (and DEFAULT's fastest) re-timed as static-shape kernels,
+    # the problem's sizes as literals as Inductor compiles them (engine.retime_static); 0: off.
+    static_top: int = 10
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ def _timing(d: dict, path: str) -> Timing:
         budget_ms_per_config=float(_typed(d, "budget_ms_per_config", (int, float),
                                           Timing.budget_ms_per_config, path)),
         problem_timeout_s=float(_typed(d, "problem_timeout_s", (int, float), Timing.problem_timeout_s, path)),
+        static_top=_typed(d, "static_top", int, Timing.static_top, path),
     )
     if not 0 <= t.warmup <= 1000:
         raise SpecError(f"{path}.warmup: {t.warmup} out of range [0, 1000]")
@@ -100,6 +104,8 @@ def _timing(d: dict, path: str) -> Timing:
         raise SpecError(f"{path}.problem_timeout_s: must be > 0")
     if not t.budget_ms_per_config > 0:
         raise SpecError(f"{path}.budget_ms_per_config: must be > 0")
+    if not 0 <= t.static_top <= 100:
+        raise SpecError(f"{path}.static_top: {t.static_top} out of range [0, 100]")
     return t
 
 
