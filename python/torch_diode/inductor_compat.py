@@ -382,20 +382,23 @@ def precompile_error_tap(sink: Callable[[Any, BaseException], None]):
 
 
 def set_tf32(enabled: bool) -> Callable[[], None]:
-    """Switch TF32 for cuBLAS and Inductor's ALLOW_TF32 heuristic; returns a restore function."""
+    """Switch TF32 for cuBLAS and Inductor's ALLOW_TF32 heuristic; returns a restore function.
+
+    Through the legacy setter `torch.backends.cuda.matmul.allow_tf32`: on torch 2.9+ it
+    also sets the new API's `fp32_precision` ("tf32" / "ieee"), so every reader agrees.
+    Setting only `fp32_precision` leaves the legacy readers (`allow_tf32`,
+    `torch.get_float32_matmul_precision()`, which max-autotune's benchmarking reads) raising
+    "mix of the legacy and new APIs" (seen on an H100 with torch 2.11, fp32 max-autotune)."""
     import torch
     m = torch.backends.cuda.matmul
-    saved = []
-    if hasattr(m, "fp32_precision"):  # 2.9+: the new precision API (Inductor reads this)
-        saved.append(("fp32_precision", m.fp32_precision))
-        m.fp32_precision = "tf32" if enabled else "ieee"
-    else:
-        saved.append(("allow_tf32", m.allow_tf32))
-        m.allow_tf32 = enabled
+    try:
+        saved = bool(m.allow_tf32)
+    except RuntimeError:  # the process already mixed the APIs: the new one's state is the truth
+        saved = getattr(m, "fp32_precision", "ieee") == "tf32"
+    m.allow_tf32 = bool(enabled)
 
     def restore():
-        for k, v in saved:
-            setattr(m, k, v)
+        m.allow_tf32 = saved
     return restore
 
 

@@ -146,14 +146,33 @@ def test_benchmark_interceptor_patches_and_restores():
 
 def test_set_tf32_round_trip():
     m = torch.backends.cuda.matmul
-    attr = "fp32_precision" if hasattr(m, "fp32_precision") else "allow_tf32"
-    before = getattr(m, attr)
+    before = m.allow_tf32
     restore = ic.set_tf32(True)
-    assert getattr(m, attr) in ("tf32", True)
+    assert m.allow_tf32 is True and torch.get_float32_matmul_precision() == "high"
+    if hasattr(m, "fp32_precision"):  # 2.9+: the new API says the same
+        assert m.fp32_precision == "tf32"
     ic.set_tf32(False)
-    assert getattr(m, attr) in ("ieee", False)
+    assert m.allow_tf32 is False and torch.get_float32_matmul_precision() == "highest"
+    if hasattr(m, "fp32_precision"):
+        assert m.fp32_precision == "ieee"
     restore()
-    assert getattr(m, attr) == before
+    assert m.allow_tf32 == before
+    torch.get_float32_matmul_precision()   # the legacy reader still works (no API mix)
+
+
+def test_set_tf32_recovers_from_a_process_that_mixed_the_apis():
+    m = torch.backends.cuda.matmul
+    if not hasattr(m, "fp32_precision"):
+        pytest.skip("torch before the new precision API")
+    saved = m.allow_tf32
+    try:
+        m.fp32_precision = "tf32"          # the new API alone: legacy readers now raise
+        restore = ic.set_tf32(False)
+        assert m.allow_tf32 is False and torch.get_float32_matmul_precision() == "highest"
+        restore()
+        assert m.allow_tf32 is True and m.fp32_precision == "tf32"
+    finally:
+        m.allow_tf32 = saved
 
 
 def test_heuristics_module_found():
