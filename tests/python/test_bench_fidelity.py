@@ -112,3 +112,18 @@ def test_importing_the_module_leaves_the_environment_alone(monkeypatch):
     monkeypatch.delenv("TORCH_DIODE_AUTO_INSTALL", raising=False)
     importlib.reload(f)
     assert "TORCH_DIODE_AUTO_INSTALL" not in os.environ
+
+
+def test_backfill_recorded_judges_the_datasets_own_pick():
+    rows = [{"problem": "p", "collector_recorded_us": 5.0, "inductor_us": 6.0},   # the dataset's pick...
+            {"problem": "p", "collector_recorded_us": 5.5, "inductor_us": 5.0},   # ...but Inductor's best
+            {"problem": "q", "collector_recorded_us": 2.0, "inductor_us": 2.0},
+            {"problem": "q", "collector_recorded_us": 3.0, "inductor_us": 2.01}]
+    probs = [{"problem": "p"}, {"problem": "q"}, {"problem": "r"}]
+    f.backfill_recorded(rows, probs)
+    assert rows[0]["ratio_recorded"] == pytest.approx(5.0 / 6.0)
+    assert probs[0]["recorded_best_agrees_2pct"] is False                 # 6.0 > 1.02 x 5.0
+    assert probs[1]["recorded_best_agrees_2pct"] is True
+    assert "recorded_best_agrees_2pct" not in probs[2]                    # no rows: no verdict
+    sm = f.summarize([{**x, "ratio": 1.0} for x in rows], probs)
+    assert sm["recorded_best_agrees"] == {"yes": 1, "of": 2} and sm["ratio_recorded"]["n"] == 4
