@@ -354,9 +354,12 @@ def test_retime_static_replaces_samples_interleaved_and_marks_records():
         calls.append(fn)
         return [4.8 if fn == "fa" else 5.6] * n
 
-    assert retime_static([a, b, broken], fns, repeat, 10, 3, deadline=1.0, clock=lambda: 0.0) == 2
-    assert calls == ["fa", "fb"] * 3                               # round-robin, not one after the other
+    aten = _entry("aten::mm", {}, [5.2] * 20)                      # timed in the same rounds, not static
+    fns[id(aten)] = "fb"
+    assert retime_static([a, b, broken, aten], fns, repeat, 10, 3, deadline=1.0, clock=lambda: 0.0) == 2
+    assert calls == ["fa", "fb", "fb"] * 3                         # round-robin, not one after the other
     assert a.samples == [4.8] * 30 and a.static and b.samples == [5.6] * 30 and b.static
+    assert aten.samples == [5.6] * 30 and not aten.static
     assert broken.samples == [6.0] * 20 and not broken.static
     c = _entry("triton::mm", _cfg(4), [7.0] * 20)
     assert retime_static([c], {id(c): "fc"}, repeat, 10, 3, deadline=1.0, clock=lambda: 2.0) == 0

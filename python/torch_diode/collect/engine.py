@@ -196,9 +196,12 @@ class Engine:
         return Planned(idx, p, tf32, sp.lowered_as, entries, sp.lower_s)
 
     # -- static-shape re-time ------------------------------------------------------------
-    def _static_stage(self, pl: Planned, tensors: dict, ref, ref_norm: float, deadline: float, st: Stats) -> None:
+    def _static_stage(self, pl: Planned, tensors: dict, ref, ref_norm: float, deadline: float, st: Stats,
+                      runtime_fns: dict) -> None:
         """Compile plan.static_targets as static kernel classes, check each against ATen's
-        result, then retime_static. A target that fails keeps its runtime-size record."""
+        result, then retime_static with ATen in the same rounds (`runtime_fns` has its
+        launch), so the records that decide "cuBLAS or Triton" are timed side by side.
+        A target that fails keeps its runtime-size record."""
         import torch
         p, tm = pl.problem, self.spec.timing
         allow = pl.tf32 and p.dtype_a == "float32"
@@ -241,7 +244,9 @@ class Engine:
                 self.log(f"  WARNING static {e.offered.config}: result differs from ATen (rel {rel:.3g})")
                 continue
             fns[id(e)] = fn
-        st.static = retime_static(targets, fns, self.timer.repeat, max(tm.min_repeats, 10), STATIC_ROUNDS,
+        aten = [e for e in pl.entries if e.status == "ok" and not e.is_triton and id(e) in runtime_fns]
+        fns.update({id(e): runtime_fns[id(e)] for e in aten})
+        st.static = retime_static(targets + aten, fns, self.timer.repeat, max(tm.min_repeats, 10), STATIC_ROUNDS,
                                   deadline)
 
     # -- timing --------------------------------------------------------------------------
@@ -340,7 +345,7 @@ class Engine:
             st.time_s += time.perf_counter() - s0
             if tm.static_top and time.perf_counter() < deadline:
                 s0 = time.perf_counter()
-                self._static_stage(pl, tensors, ref, ref_norm, deadline, st)
+                self._static_stage(pl, tensors, ref, ref_norm, deadline, st, fns)
                 st.static_s = time.perf_counter() - s0
         finally:
             restore()
@@ -374,11 +379,12 @@ class Engine:
 
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
                   clock=time.perf_counter) -> int:
-    """Re-time each target that has a static-shape kernel in `fns` (id(entry) -> launch):
-    `rounds` rounds, each a batch of n repeats of every such target in turn (interleaved,
-    against drift). The new samples replace the runtime-size ones and mark the entry
-    static. The deadline is checked between rounds, so every re-timed entry has the same
-    number of batches; a target without a kernel keeps its samples. Returns how many."""
+    """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
+    kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
+    batch of n repeats of every such target in turn (interleaved, against drift). The new
+    samples replace the old ones; a Triton entry is marked static. The deadline is checked
+    between rounds, so every re-timed entry has the same number of batches; a target
+    without a launch keeps its samples. Returns how many Triton entries became static."""
     live = [e for e in targets if id(e) in fns]
     new: dict = {id(e): [] for e in live}
     for _ in range(rounds):
@@ -389,8 +395,10 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
     done = 0
     for e in live:
         if new[id(e)]:
-            e.samples, e.static = new[id(e)], True
-            done += 1
+            e.samples = new[id(e)]
+            if e.is_triton:
+                e.static = True
+                done += 1
     return done
 
 
