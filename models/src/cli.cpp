@@ -19,7 +19,7 @@ void register_model_commands(CLI::App& app) {
   struct Opts {
     std::string model, dataset, report, split = "test", list_split, compare;
     std::vector<std::string> rankings;
-    bool include_community = false, json = false;
+    bool include_community = false, json = false, gate = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* v = app.add_subcommand(
@@ -42,6 +42,9 @@ void register_model_commands(CLI::App& app) {
                 "a rankings file of another ranker (bench/torch_diode_011_eval.py writes one): adds the baseline "
                 "it names; may be repeated");
   v->add_option("--compare", o->compare, "a second model directory judged on the same problems, side by side");
+  v->add_flag("--gate", o->gate,
+              "with --compare: apply the hub's publish rule (better_or_equal: top-1/5/10 geomean and top-5 p90 "
+              "no worse than the compared model's, 0.2% tolerance); exit 3 when the model fails it");
   v->add_flag("--json", o->json, "print the overall view as JSON (docs/training.md) instead of tables");
   v->add_flag("--include-community", o->include_community, "also use community-contributed shards");
   v->callback([o] {
@@ -59,6 +62,7 @@ void register_model_commands(CLI::App& app) {
       return;
     }
     if (o->model.empty()) throw std::runtime_error("--model is required (unless --list-split)");
+    if (o->gate && o->compare.empty()) throw std::runtime_error("--gate needs --compare (the published model)");
     const models::ModelDir m = models::load_model_dir(o->model);
     go.hardware_key = m.hardware_key;
     go.include_community = o->include_community;
@@ -87,6 +91,9 @@ void register_model_commands(CLI::App& app) {
     }
     nlohmann::json j = models::validate_json(ev, names);
     if (other) j["compare"] = models::validate_json(*other, {})["model"];
+    // The hub's publish rule (retrain_gate.cpp), so a release and the hub decide alike.
+    const bool passes = !o->gate || models::better_or_equal(ev.metrics, other->metrics);
+    if (o->gate) j["gate"] = {{"rule", "better_or_equal"}, {"passes", passes}};
     if (o->json) {
       std::cout << j.dump() << "\n";
     } else {
@@ -96,6 +103,9 @@ void register_model_commands(CLI::App& app) {
       if (other)
         std::cout << "compared model " << o->compare << ":\n" << models::format_overall(*other, {});
     }
+    if (o->gate)
+      std::cerr << "gate: " << o->model << (passes ? " is better than or equal to " : " is WORSE than ") << o->compare
+                << " on these " << ev.problems.size() << " problems (better_or_equal: top-1/5/10 geomean, top-5 p90)\n";
     if (!o->report.empty()) {
       const models::Comparison cmp{o->compare, other ? &*other : nullptr};
       models::write_report(o->report, ev,
@@ -104,6 +114,7 @@ void register_model_commands(CLI::App& app) {
                            names, other ? &cmp : nullptr);
       (o->json ? std::cerr : std::cout) << "report written to " << o->report << "\n";
     }
+    if (!passes) throw CLI::RuntimeError(3);  // not an error: the answer (main returns its code quietly)
   });
 }
 

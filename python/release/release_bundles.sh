@@ -9,6 +9,10 @@
 #      --epochs EPOCHS --seed SEED [TRAIN_ARGS]
 #   2. diode validate --model WORK/KEY/model --dataset datasets/KEY --json
 #      > python/release/validate/KEY.json (committed: the numbers docs/hook.md quotes)
+#      and, where the package ships a KEY model, the gate: diode validate --model
+#      WORK/KEY/model --compare SHIPPED --dataset datasets/KEY --gate. A candidate that is
+#      not better_or_equal (the hub's publish rule) on the test split is not published and
+#      the shipped model stays ("kept" in the summary; --no-gate skips the gate)
 #   3. diode publish --model WORK/KEY/model --registry REGISTRY --keys KEYS --expires-days DAYS
 #      (the next version of KEY in the release registry: versions only grow)
 #   4. diode verify REGISTRY/KEY/N --root-key KEYS/root.pub
@@ -42,13 +46,14 @@
 #                       (`diode keys init/rotate --expires-days`) also bounds it.
 #   --tested-torch V    torch version(s) the models were tested with (repeatable; default:
 #                       the trainer's)
+#   --no-gate           publish even when the candidate loses to the shipped model
 #   --dry-run           print the commands, run nothing
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0
+np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
 hardware=() tested=()
 while (($#)); do
   case $1 in
@@ -65,6 +70,7 @@ while (($#)); do
     --expires-days) days=$2; shift 2 ;;
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
     --dry-run) dry=1; shift ;;
+    --no-gate) gate=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "release_bundles: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -88,7 +94,7 @@ fi
 shipped="$repo/python/torch_diode/bundles" results="$repo/python/release/validate"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
-failed=() done_=()
+failed=() done_=() kept=()
 for hw in "${hardware[@]}"; do
   data="$repo/datasets/$hw" w="$work/$hw"
   echo "== $hw" >&2
@@ -127,11 +133,29 @@ for hw in "${hardware[@]}"; do
     echo "release_bundles: $hw: diode-train failed (see above); the shipped $hw bundle is left as it was" >&2
     failed+=("$hw (train)"); continue
   fi
-  if ((dry)); then run "$diode" validate --model "$w/model" --dataset "$data" --json; continue; fi
+  # The shipped model of this hardware (newest version directory), if any: the gate's reference.
+  prev=$(find "$shipped/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null | sort -V | tail -1)
+  if ((dry)); then
+    run "$diode" validate --model "$w/model" --dataset "$data" --json
+    if ((gate)) && [ -n "$prev" ]; then run "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate; fi
+    continue
+  fi
   if ! "$diode" validate --model "$w/model" --dataset "$data" --json > "$w/validate.json" 2> "$w/validate.err"; then
     cat "$w/validate.err" >&2
     echo "release_bundles: $hw: diode validate failed; not published" >&2
     failed+=("$hw (validate)"); continue
+  fi
+  if ((gate)) && [ -n "$prev" ]; then
+    rc=0
+    "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate > "$w/gate.txt" 2>&1 || rc=$?
+    if ((rc == 3)); then
+      grep '^gate:' "$w/gate.txt" >&2 || true
+      echo "release_bundles: $hw: the candidate is not better_or_equal than shipped version $(basename "$prev") on the test split; not published ($w/gate.txt)" >&2
+      kept+=("$hw (version $(basename "$prev"))"); continue
+    elif ((rc != 0)); then
+      cat "$w/gate.txt" >&2
+      failed+=("$hw (gate)"); continue
+    fi
   fi
   out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
         "${tested[@]}") || { failed+=("$hw (publish)"); continue; }
@@ -163,6 +187,7 @@ for b in "$shipped"/*/[0-9]*/; do
     echo "release_bundles: $b does NOT verify against the shipped root.pub" >&2; status=1
   fi
 done
+((${#kept[@]})) && echo "kept (the candidate lost to it on the test split): ${kept[*]}" >&2
 echo "shipped: ${done_[*]:-nothing new}; $(find "$shipped" -type f -printf '%s\n' | awk '{s += $1} END {print s}') bytes in $(realpath --relative-to="$repo" "$shipped")" >&2
 if ((${#failed[@]})); then
   echo "release_bundles: FAILED: ${failed[*]}" >&2

@@ -301,6 +301,9 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
     trains = [l for l in r.stderr.splitlines() if l.startswith("+ mpirun")]
     assert [t.split("--seed ")[1].split()[0] for t in trains] == ["3", "7"], r.stderr
     assert "diode validate --model" in r.stderr
+    # The shipped H100 model is the gate's reference: a candidate that loses to it is not published.
+    gate = [l for l in r.stderr.splitlines() if "--gate" in l]
+    assert len(gate) == 1 and "--compare " + str(ROOT / "python" / "torch_diode" / "bundles" / "nvidia-h100-80gb") in gate[0]
     assert not (tmp_path / "reg" / "nvidia-h100-80gb").exists()  # nothing published
     assert shipped == sorted(p.relative_to(ROOT).as_posix()
                              for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())

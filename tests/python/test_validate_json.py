@@ -140,6 +140,27 @@ def test_report_and_compare(trained):
 
 
 @pytest.mark.skipif(not (ANCHORS / "v1_model.pt").exists(), reason="torch-diode 0.1.1 anchors absent")
+def test_gate_applies_the_hubs_publish_rule(trained):
+    _, data, (model, model_b) = trained
+
+    def gate(cand, pub):
+        r = subprocess.run([str(DIODE), "validate", "--model", str(cand), "--dataset", str(data), "--compare", str(pub),
+                            "--gate", "--json"], capture_output=True, text=True)
+        assert r.returncode in (0, 3), r.stderr
+        j = json.loads(r.stdout)
+        assert j["gate"]["rule"] == "better_or_equal"
+        assert (r.returncode == 0) == j["gate"]["passes"]               # the exit code is the verdict
+        assert ("is better than or equal to" if j["gate"]["passes"] else "is WORSE than") in r.stderr
+        return j["gate"]["passes"]
+
+    assert gate(model, model)                                            # a model never loses to itself
+    assert gate(model_b, model_b)
+    gate(model, model_b)
+    r = subprocess.run([str(DIODE), "validate", "--model", str(model), "--dataset", str(data), "--gate"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "--gate needs --compare" in r.stderr
+
+
 def test_torch_diode_011_harness(trained, tmp_path):
     work, data, (model, _) = trained
     out = tmp_path / "r.json"
