@@ -156,7 +156,9 @@ class Engine:
                                            initializer=_pool_init, initargs=(device,))
         # Static-shape kernels compile in their own pool: the main one is FIFO and already
         # holds the next problem's compiles, which the current problem must not wait behind.
-        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(8, n // 2)),
+        # One worker per target, so a problem's static kernels compile in one wave (~1-2 s);
+        # the two pools oversubscribe the cores only while the next problem still compiles.
+        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(spec.timing.static_top + 1, n)),
                                                   mp_context=mp.get_context("spawn"),
                                                   initializer=_pool_init, initargs=(device,)) \
             if spec.timing.static_top else None
