@@ -38,15 +38,21 @@ struct Coverage {
 // collector re-times such suspects since 2.1.0.
 constexpr double kWideSpread = 0.5;
 
+// Per collector: ok records, those with spread > kWideSpread x median, and those timed as
+// the problem's static-shape kernel (record flag bit 3, collector 2.2.0's contenders).
+struct OkRecords {
+  uint64_t ok = 0, wide_spread = 0, static_shape = 0;
+};
+
 struct MethodStats {
   uint64_t shards = 0, records = 0;
-  // Per collector: ok records, and those with spread > kWideSpread x median.
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_collector;
+  std::map<std::string, OkRecords> by_collector;
   std::map<std::string, uint64_t> collectors;  // shards per collector
   std::vector<double> wall_s;                   // one per problem with a recorded wall time
   nlohmann::json quality_json() const {
     nlohmann::json q = nlohmann::json::object();
-    for (const auto& [c, n] : by_collector) q[c] = {{"ok_records", n.first}, {"ok_records_wide_spread", n.second}};
+    for (const auto& [c, n] : by_collector)
+      q[c] = {{"ok_records", n.ok}, {"ok_records_wide_spread", n.wide_spread}, {"ok_records_static_shape", n.static_shape}};
     return q;
   }
   nlohmann::json to_json() {
@@ -54,14 +60,15 @@ struct MethodStats {
     double total = 0;
     for (double w : wall_s) total += w;
     const size_t n = wall_s.size();
-    uint64_t ok = 0, wide_spread = 0;
-    for (const auto& [c, q] : by_collector) ok += q.first, wide_spread += q.second;
+    uint64_t ok = 0, wide_spread = 0, static_shape = 0;
+    for (const auto& [c, q] : by_collector) ok += q.ok, wide_spread += q.wide_spread, static_shape += q.static_shape;
     const double median = n == 0 ? 0.0 : n % 2 ? wall_s[n / 2] : (wall_s[n / 2 - 1] + wall_s[n / 2]) / 2;
     return {{"shards", shards},
             {"records", records},
             {"collectors", collectors},
             {"ok_records", ok},
             {"ok_records_wide_spread", wide_spread},
+            {"ok_records_static_shape", static_shape},
             {"ok_records_by_collector", quality_json()},
             {"problems_with_wall_time", n},
             {"wall_s_total", total},
@@ -77,6 +84,8 @@ std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded
 // Record flag bit 1 (docs/wire-format.md): the config is in Inductor's DEFAULT
 // list for this problem (collector v2).
 constexpr uint64_t kRecordInDefault = 1u << 1;
+// Bit 3: timed as the problem's static-shape kernel (sizes as literals, as Inductor compiles it).
+constexpr uint64_t kRecordStaticShape = 1u << 3;
 
 // The op's own ATen kernel ("aten") or another extern ATen choice ("aten::bias_addmm").
 bool is_aten(const std::string& template_id) { return template_id == "aten" || template_id.rfind("aten::", 0) == 0; }
@@ -111,14 +120,15 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     ms.records += s.records.size();
     ms.collectors[or_unrecorded(s.method.collector)]++;
     ms.wall_s.insert(ms.wall_s.end(), s.problem_wall_s.begin(), s.problem_wall_s.end());
-    auto& [ok, wide] = ms.by_collector[or_unrecorded(s.method.collector)];
+    auto& q = ms.by_collector[or_unrecorded(s.method.collector)];
     for (const auto& r : s.records) {
       records++;
       by_status[to_string(r.status)]++;
       if (r.status != TimingStatus::timeout) final_not_timeout++;
       if (r.status == TimingStatus::ok) {
-        ok++;
-        if (r.spread_us > kWideSpread * r.median_us) wide++;
+        q.ok++;
+        if (r.spread_us > kWideSpread * r.median_us) q.wide_spread++;
+        if (r.flags & kRecordStaticShape) q.static_shape++;
       }
       templates[r.config.template_id]++;
       const auto& p = s.problems[r.problem_index];
@@ -236,6 +246,8 @@ std::string render_stats(const nlohmann::json& j) {
                         static_cast<unsigned long long>(ok), static_cast<unsigned long long>(wide),
                         ok ? 100.0 * double(wide) / double(ok) : 0.0);
           o << "\n    " << c << ":" << buf;
+          if (q.value("ok_records_static_shape", uint64_t{0}) > 0)  // collector 2.2.0 on
+            o << ", timed as static-shape kernels " << q["ok_records_static_shape"].get<uint64_t>();
         }
       }
       o << "\n    collectors:";

@@ -153,6 +153,21 @@ TEST(DatasetStats, CountsOkRecordsWithAWideSpreadPerMethod) {
   EXPECT_EQ(q.begin().value()["ok_records_wide_spread"], 1);
   EXPECT_NE(render_stats(j).find("ok records 198, spread (IQR) above half the median 1 (0.51%)"), std::string::npos)
       << render_stats(j);
+  EXPECT_EQ(m["ok_records_static_shape"], 0);
+  EXPECT_EQ(render_stats(j).find("static-shape"), std::string::npos);  // said only where there are some
+}
+
+TEST(DatasetStats, CountsOkRecordsTimedAsStaticShapeKernels) {
+  Dataset d = stats_dataset();
+  auto& s = d.shards[0];
+  s.records[5].flags |= 1u << 3;   // collector 2.2.0's contenders
+  s.records[6].flags |= (1u << 3) | (1u << 1);
+  s.records[2].flags |= 1u << 3;   // the timeout: not an ok record, not counted
+  const auto j = dataset_stats(d);
+  const auto& m = j["timing_methods"].begin().value();
+  EXPECT_EQ(m["ok_records_static_shape"], 2);
+  EXPECT_EQ(m["ok_records_by_collector"].begin().value()["ok_records_static_shape"], 2);
+  EXPECT_NE(render_stats(j).find(", timed as static-shape kernels 2"), std::string::npos) << render_stats(j);
 }
 
 TEST(DatasetStats, RenderedLog2BucketsInNumericOrder) {
