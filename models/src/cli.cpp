@@ -20,6 +20,7 @@ void register_model_commands(CLI::App& app) {
     std::string model, dataset, report, split = "test", list_split, compare;
     std::vector<std::string> rankings;
     bool include_community = false, json = false, gate = false;
+    double max_spread = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* v = app.add_subcommand(
@@ -47,6 +48,11 @@ void register_model_commands(CLI::App& app) {
               "no worse than the compared model's, 0.2% tolerance); exit 3 when the model fails it");
   v->add_flag("--json", o->json, "print the overall view as JSON (docs/training.md) instead of tables");
   v->add_flag("--include-community", o->include_community, "also use community-contributed shards");
+  v->add_option("--max-spread", o->max_spread,
+                "> 0: score as if every ok record whose spread (IQR) exceeds this x its median had never been "
+                "timed (diode-train --max-spread): a disturbed record neither counts as a pick's time nor as a "
+                "problem's best; 0 (default): the data as measured")
+      ->check(CLI::Range(0.0, 1000.0));
   v->callback([o] {
     const Dataset d = load_dataset(o->dataset);
     models::GroupOptions go;
@@ -66,6 +72,7 @@ void register_model_commands(CLI::App& app) {
     const models::ModelDir m = models::load_model_dir(o->model);
     go.hardware_key = m.hardware_key;
     go.include_community = o->include_community;
+    go.max_spread = o->max_spread;
     const auto groups = models::group_by_problem(d, go);
     const auto idx = models::split_indices(groups, o->split);
     if (idx.empty()) throw std::runtime_error("the '" + o->split + "' split of this dataset has no problems");

@@ -161,6 +161,17 @@ def test_gate_applies_the_hubs_publish_rule(trained):
     assert r.returncode == 1 and "--gate needs --compare" in r.stderr
 
 
+def test_max_spread_scores_without_disturbed_records(trained):
+    _, data, (model, _) = trained
+    base = json.loads(run(DIODE, "validate", "--model", model, "--dataset", data, "--json"))
+    # The synthetic data has no spread above 1000x a median: nothing is left out.
+    same = json.loads(run(DIODE, "validate", "--model", model, "--dataset", data, "--json", "--max-spread", 1000))
+    assert same == base
+    r = subprocess.run([str(DIODE), "validate", "--model", str(model), "--dataset", str(data), "--max-spread", "-1"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "max-spread" in (r.stderr + r.stdout)
+
+
 def test_torch_diode_011_harness(trained, tmp_path):
     work, data, (model, _) = trained
     out = tmp_path / "r.json"
