@@ -174,6 +174,10 @@ def summarize(rows: list[dict], problems: list[dict]) -> dict:
            if x.get("maxautotune_over_collector_best") and not x.get("maxautotune_failed")]
     if mat:
         out["maxautotune_over_collector_best_geomean"] = math.exp(sum(math.log(x) for x in mat) / len(mat))
+    for key in ("ours_rel_err", "static_rel_err"):  # output vs ATen's (relative L2)
+        errs = [x[key] for x in rows if x.get(key) is not None]
+        if errs:
+            out.setdefault("max_rel_err", {})[key.split("_")[0]] = max(errs)
     extra = sorted({k for x in rows for k in x.get("inductor_other_kernels", {})})
     if extra:
         out["inductor_other_kernels"] = extra
@@ -208,6 +212,9 @@ def print_summary(sm: dict, device: str = "") -> None:
     if "maxautotune_over_collector_best_geomean" in sm:
         print(f"max-autotune DEFAULT pick / collector's best (Triton or ATen): geomean "
               f"{sm['maxautotune_over_collector_best_geomean']:.3f}")
+    if sm.get("max_rel_err"):
+        print("largest relative error against ATen's output: " +
+              ", ".join(f"{k} {v:.2e}" for k, v in sorted(sm["max_rel_err"].items())))
     if sm.get("inductor_other_kernels"):
         print("kernels Inductor's compiled call ran besides its template: " + ", ".join(sm["inductor_other_kernels"]))
 
@@ -321,10 +328,18 @@ def main(argv=None) -> int:
         shape = (p.batch, p.m, p.n) if p.op in ("bmm", "baddbmm") else (p.m, p.n)
         c = torch.empty(shape, dtype=getattr(torch, p.dtype_out), device="cuda")
         tensors = {"a": A, "b": B, "c": c, "bias": bias}
+        ref = torch.empty_like(c)
+        _aten_fn(p, bias, A, B, ref)()   # what every kernel's output is checked against
+
+        def rel_err(fn) -> float:
+            c.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            return float((c.float() - ref.float()).norm() / (ref.float().norm() or 1.0))
         # Each config is compiled by Inductor, then timed and profiled at once: the next
         # compile_inductor calls torch._dynamo.reset(), after which an earlier compiled
-        # callable recompiles on its next call, outside the choices hook, i.e. as plain
-        # max-autotune (the first runs of 2026-11-25 timed that pick against every config).
+        # callable no longer runs the config it was compiled for (the first runs of
+        # 2026-11-25 timed all ten: their Inductor times were flat across configs).
         prob_rows, first_ours = [], None
         for r in tri:
             cfg = r.config
@@ -342,7 +357,7 @@ def main(argv=None) -> int:
                 continue
             try:
                 stat = our_kernel(p, cfg, tensors, static=True)
-                stat()
+                static_err = rel_err(stat)
             except Exception as e:
                 print(f"  {describe(p)}: static-shape kernel failed for {cfg}: {str(e).splitlines()[0][:200]}",
                       flush=True)
@@ -354,10 +369,12 @@ def main(argv=None) -> int:
                 if stat is not None:
                     ss += timer.repeat(stat, 10)
             row = {"problem": describe(p), "config": wire.to_json(cfg), "collector_recorded_us": r.median_us,
+                   "ours_rel_err": rel_err(ours),
                    "ours_us": median(so) * 1000, "inductor_us": median(si) * 1000,
                    "ratio": median(so) / median(si), "ratio_recorded": r.median_us / (median(si) * 1000)}
             if ss:
-                row.update({"static_us": median(ss) * 1000, "ratio_static": median(ss) / median(si)})
+                row.update({"static_us": median(ss) * 1000, "ratio_static": median(ss) / median(si),
+                            "static_rel_err": static_err})
             try:  # the kernels behind each figure (CUPTI): what the events around the call include
                 po, pi = kernel_profile(ours, timer.flush), kernel_profile(ind, timer.flush)
                 tem = template_kernel(pi["kernels"])

@@ -84,6 +84,10 @@ def test_summary(tmp_path):
     assert sm["best_agrees"] == {"yes": 1, "of": 2}
     assert sm["maxautotune_over_collector_best_geomean"] == pytest.approx(1.0)
     assert sm["inductor_other_kernels"] == ["triton_poi_x"]
+    assert "max_rel_err" not in sm                                       # older parts: not measured
+    sm = f.summarize([{**rows[0], "ours_rel_err": 1e-3, "static_rel_err": 2e-3},
+                      {**rows[1], "ours_rel_err": 4e-3}], probs)
+    assert sm["max_rel_err"] == {"ours": 4e-3, "static": 2e-3}
 
 
 def test_merge_cli_joins_parts_into_one_summary(tmp_path):
