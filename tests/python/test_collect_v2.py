@@ -380,3 +380,83 @@ def test_spec_static_top_defaults_validates_and_round_trips():
             parse_spec({**base, "timing": {"static_top": bad}})
     s = parse_spec({**base, "timing": {"static_top": 4}})
     assert parse_spec(spec_to_json(s)) == s
+
+
+def test_static_stage_end_to_end_with_a_fake_gpu(monkeypatch):
+    """Engine._static_stage as it runs on the GPU, with the GPU faked: compiles go through a
+    (thread) pool, kernels are checked against ATen's output, failures keep their records,
+    ATen joins the interleaved rounds and the records carry FLAG_STATIC."""
+    import concurrent.futures as cf
+    import time
+
+    import torch
+
+    from torch_diode.collect import engine as eng
+    from torch_diode.collect.engine import FLAG_STATIC, Engine, Entry, Planned, Stats
+    from torch_diode.collect.space import Offered
+    from torch_diode.collect.spec import Spec, Timing
+
+    p = prob("mm", m=96, n=64, k=48, dtype="float32")
+    a, b = torch.randn(96, 48), torch.randn(48, 64)
+    c, ref = torch.empty(96, 64), a @ b
+    tensors = {"a": a, "b": b, "c": c, "bias": None}
+    kc = template.kernel_class(p, True)
+
+    def entry(bm, t, default=False, status="ok"):
+        params = _cfg(3, bm=bm)
+        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm), default),
+                     is_triton=True, kc=kc, status=status, samples=[t] * 5)
+
+    fast = [entry(16, 1.0), entry(32, 1.1), entry(64, 1.2)]      # the top 3
+    wrong = entry(128, 1.3)                                         # its static kernel computes garbage
+    broken = entry(256, 1.4)                                        # its static compile fails
+    dflt = entry(8, 3.0, default=True)                              # DEFAULT's fastest: joins the targets
+    slow = entry(4, 9.0)                                            # not a target
+    aten = Entry(Offered("aten::mm", {}, wire.KernelConfig("aten")), is_triton=False, status="ok", samples=[1.5] * 5)
+    entries = fast + [wrong, broken, dflt, slow, aten]
+
+    compiled = []
+
+    def fake_compile(kc_, dtype, out_dtype, params, allow):
+        compiled.append((kc_.static, params["BLOCK_M"]))
+        return "CompilationError: boom" if params["BLOCK_M"] == 256 else ""
+
+    class FakeKernel:
+        def __getitem__(self, grid):
+            def launch(*args, **consts):
+                out = args[2]
+                out.copy_(args[0] @ args[1] if consts["BLOCK_M"] != 128 else torch.zeros_like(out))
+            return launch
+
+    monkeypatch.setattr(eng, "_compile_job", fake_compile)
+    monkeypatch.setattr(template, "load", lambda kc_: FakeKernel())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    timed = []
+
+    class FakeTimer:
+        def repeat(self, fn, n):
+            timed.append(fn)
+            return [0.5] * n
+
+    e = Engine.__new__(Engine)
+    e.spec = Spec("s/1", "s", (p,), timing=Timing(static_top=4))
+    e.timer, e.log, logs = FakeTimer(), None, []
+    e.log = logs.append
+    e.static_pool = cf.ThreadPoolExecutor(2)
+    st = Stats()
+    aten_fn = object()
+    pl = Planned(0, p, False, "mm", entries, 0.0)
+    deadline = time.perf_counter() + 60
+    e._static_stage(pl, tensors, ref, float(ref.norm()), deadline=deadline, st=st, runtime_fns={id(aten): aten_fn})
+    e.static_pool.shutdown()
+
+    assert sorted(bm for _, bm in compiled) == [8, 16, 32, 64, 128]     # top 4 + DEFAULT's fastest; not 256
+    assert all(s == (1, 96, 64, 48) for s, _ in compiled)              # as static classes of this problem
+    assert st.static == 4 and st.static_failed == 1                     # 128 mismatched; 256 was not a target
+    assert any("differs from ATen" in line for line in logs)
+    assert all(x.static and x.samples == [0.5] * 30 for x in fast + [dflt])
+    assert not wrong.static and wrong.samples == [1.3] * 5             # keeps its runtime-size record
+    assert not slow.static and not broken.static
+    assert aten.samples == [0.5] * 30 and not aten.static               # re-timed in the same rounds
+    assert timed.count(aten_fn) == 3 and len(timed) == 3 * 5            # 3 rounds x (4 static + ATen)
+    assert FLAG_STATIC == 8
