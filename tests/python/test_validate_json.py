@@ -139,7 +139,6 @@ def test_report_and_compare(trained):
     assert summary["overall"] == {k: v for k, v in j.items() if k != "compare"}
 
 
-@pytest.mark.skipif(not (ANCHORS / "v1_model.pt").exists(), reason="torch-diode 0.1.1 anchors absent")
 def test_gate_applies_the_hubs_publish_rule(trained):
     _, data, (model, model_b) = trained
 
@@ -172,6 +171,7 @@ def test_max_spread_scores_without_disturbed_records(trained):
     assert r.returncode != 0 and "max-spread" in (r.stderr + r.stdout)
 
 
+@pytest.mark.skipif(not (ANCHORS / "v1_model.pt").exists(), reason="torch-diode 0.1.1 anchors absent")
 def test_torch_diode_011_harness(trained, tmp_path):
     work, data, (model, _) = trained
     out = tmp_path / "r.json"
