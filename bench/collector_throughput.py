@@ -12,6 +12,9 @@
    records with a final status other than `timeout`.
 3. Unless --inductor-timeout 0: Inductor's own EXHAUSTIVE max-autotune on two small
    problems of the mix vs the collector's recorded seconds for the same problems.
+4. Where the seconds went, per stage (lowering, compile wait, timing, the static-shape
+   re-time of collector 2.2.0), from the `<out>.stats.json` sidecar. Without a GPU, for
+   finished collections:  python bench/collector_throughput.py --breakdown A.stats.json ...
 """
 from __future__ import annotations
 
@@ -34,7 +37,39 @@ def quantile(xs, q):
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
+STAGES = ("lower_s", "compile_wait_s", "time_s", "static_s", "wall_s")
+
+
+def stage_breakdown(problems: list[dict]) -> dict:
+    """Where a collection's seconds went, from its `<out>.stats.json` problems: per stage
+    (lowering, waiting for compiles, timing, the static-shape re-time of 2.2.0, the whole
+    problem) the median and total seconds, and the static stage's records (re-timed and
+    failed). Stages a collector version did not have are left out."""
+    out: dict = {"problems": len(problems)}
+    for k in STAGES:
+        xs = [float(x[k]) for x in problems if k in x]
+        if xs:
+            out[k] = {"median": statistics.median(xs), "total": sum(xs)}
+    for k in ("static", "static_failed", "retimed", "mismatched"):
+        if any(k in x for x in problems):
+            out[k] = sum(int(x.get(k, 0)) for x in problems)
+    return out
+
+
+def print_breakdown(b: dict) -> None:
+    parts = [f"{k[:-2]} {v['median']:.1f} s median / {v['total']:.0f} s total" for k, v in b.items()
+             if isinstance(v, dict)]
+    print(f"stages over {b['problems']} problems: " + "; ".join(parts))
+    counts = {k: b[k] for k in ("static", "static_failed", "retimed", "mismatched") if k in b}
+    if counts:
+        print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--breakdown"]:  # no GPU: where the seconds of finished collections went
+        probs = [x for f in sys.argv[2:] for x in json.load(open(f))["problems"]]
+        print_breakdown(stage_breakdown(probs))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--seed", type=int, required=True)
@@ -80,6 +115,8 @@ def main() -> int:
         print(f"problems per GPU-hour: {3600 * len(walls) / tot:.0f} (recorded seconds), "
               f"{3600 * len(shard.problems) / wall:.0f} (process wall incl. start-up)")
         print(f"configs timed per second: {ok / tot:.1f}")
+    if os.path.exists(a.out + ".stats.json"):
+        print_breakdown(stage_breakdown(json.load(open(a.out + ".stats.json"))["problems"]))
     if a.inductor_timeout > 0 and walls:
         from collector_vs_inductor import run_inductor
         small = sorted(range(len(shard.problems)), key=lambda i: len([r for r in recs if r.problem_index == i]))

@@ -31,6 +31,8 @@ part=$D/part-$(printf %03d "$first").msgpack
 python -m torch_diode.collect --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" 2>&1 \
   | grep -v "UserWarning\|warn_once" > "$D/log-$first.txt" || echo "collector exit $?"
 tail -15 "$D/log-$first.txt"
+# Where the seconds went (lowering, compile wait, timing, the static-shape re-time of 2.2.0).
+python bench/collector_throughput.py --breakdown "$part.stats.json" || true
 # What a fresh machine recompiles (the cold-cache cost, ~50 s per problem): the sizes of the
 # collector's rendered kernels and of Triton's compiled cache, to judge carrying them over.
 du -sh "${TORCH_DIODE_KERNEL_DIR:-$HOME/.cache/torch_diode/kernels}" "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" 2>/dev/null \
