@@ -216,7 +216,7 @@ class Engine:
             kc = template.kernel_class(p, e.kc.even_k, pl.lowered_as, static=True)
             ints = {k: v for k, v in e.params.items() if isinstance(v, (int, bool))}
             jobs.append((e, kc, self.static_pool.submit(_compile_job, kc, p.dtype_a, p.dtype_out, ints, allow)))
-        fns, c = {}, tensors["c"]
+        fns = {}
         for e, kc, fut in jobs:
             w0 = time.perf_counter()
             try:
@@ -232,10 +232,7 @@ class Engine:
             try:
                 grid, args, consts = template.launch_args(kc, p, tensors, e.params, allow)
                 fn = _launcher(template.load(kc), grid, args, consts)
-                c.fill_(float("nan"))
-                fn()
-                torch.cuda.synchronize()
-                rel = ((c.float() - ref.float()).norm().item()) / ref_norm
+                rel = output_error(fn, tensors["c"], ref, ref_norm)
             except Exception as ex:   # OutOfResources at load (the literal sizes change nothing
                 torch.cuda.synchronize()   # it needs, but the record must not depend on it)
                 st.static_failed += 1
@@ -306,17 +303,16 @@ class Engine:
                     fn = _launcher(kernel, grid, args, consts)
                 s0 = time.perf_counter()
                 try:
-                    if e.is_triton:
-                        c.fill_(float("nan"))
-                    fn()   # loads the kernel (Triton's disk cache), shakes out launch errors
-                    torch.cuda.synchronize()
                     if e.is_triton:   # ref was computed by ATen for the op Inductor lowered
-                        rel = ((c.float() - ref.float()).norm().item()) / ref_norm
+                        rel = output_error(fn, c, ref, ref_norm)   # also loads the kernel
                         if not rel <= CHECK_TOLERANCE:   # also catches NaN: an unwritten output
                             st.mismatched += 1
                             e.status = "compile_error"
                             self.log(f"  WARNING {e.offered.config}: result differs from ATen (rel {rel:.3g})")
                             continue
+                    else:
+                        fn()   # shakes out launch errors
+                        torch.cuda.synchronize()
                     probe = self.timer.probe(fn)
                     if probe > tm.config_timeout_s * 1000.0:
                         e.status = "timeout"
@@ -377,6 +373,18 @@ class Engine:
         st.wall_s = (time.perf_counter() - t0) + pl.lower_s
         del inputs, a, b, c, ref, bias, tensors, fns
         return out, st
+
+
+def output_error(fn, out, ref, ref_norm: float) -> float:
+    """Relative L2 error of what one launch of `fn` writes to `out` against ATen's `ref`.
+    `out` is NaN-poisoned first, so an output the kernel never wrote is NaN (and fails
+    `rel <= CHECK_TOLERANCE`), not a stale correct one. The first launch also loads the
+    kernel (Triton's disk cache) and shakes out launch errors, which it raises."""
+    import torch
+    out.fill_(float("nan"))
+    fn()
+    torch.cuda.synchronize()
+    return ((out.float() - ref.float()).norm().item()) / ref_norm
 
 
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
