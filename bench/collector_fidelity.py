@@ -15,8 +15,10 @@ construction. `--start/--count` take a slice of that list, so one sample can be 
 several device calls and joined with `--merge` (same summary as a single run).
 
 Per problem: its `--top` fastest Triton configs by the collector's record; each compiled
-twice in this process (ours via torch_diode.collect.template; Inductor's via torch.compile
-max-autotune with a choices hook that keeps exactly that config, Triton only), then timed
+three times in this process (ours via torch_diode.collect.template, with runtime sizes and
+as the problem's static-shape kernel class; Inductor's via torch.compile max-autotune with
+a choices hook that keeps exactly that config, Triton only), checked against ATen's output,
+and timed right after Inductor's compile (a later compile resets Dynamo), the three
 interleaved, 5 rounds x 10 repeats each. Each pair is also profiled (CUPTI kernel
 durations, cold L2): Inductor's compiled call may run kernels besides its GEMM template
 (a bias copy, a pointwise epilogue), which the events around the call count; the profile
@@ -139,6 +141,16 @@ def kernel_profile(fn, flush, reps: int = 10) -> dict:
             "total_us": median([sum(c.values()) for c in calls])}
 
 
+def pick_agrees(rows: list[dict], by: str):
+    """Whether the config with the lowest `by` among `rows` (one problem's configs; rows
+    without `by` are left out) is within 2% of Inductor's best time of the same configs;
+    None when no row has `by`."""
+    ranked = [x for x in rows if by in x]
+    if not ranked:
+        return None
+    return min(ranked, key=lambda x: x[by])["inductor_us"] <= 1.02 * min(x["inductor_us"] for x in rows)
+
+
 def backfill_recorded(rows: list[dict], problems: list[dict]) -> None:
     """Adds the dataset-side figures to parts written before they existed: per config
     `ratio_recorded` (the collector's recorded median / Inductor's time here) and per
@@ -151,8 +163,7 @@ def backfill_recorded(rows: list[dict], problems: list[dict]) -> None:
     for pr in problems:
         got = by_problem.get(pr.get("problem"))
         if got and pr.get("recorded_best_agrees_2pct") is None:
-            best = min(x["inductor_us"] for x in got)
-            pr["recorded_best_agrees_2pct"] = min(got, key=lambda x: x["collector_recorded_us"])["inductor_us"] <= 1.02 * best
+            pr["recorded_best_agrees_2pct"] = pick_agrees(got, "collector_recorded_us")
 
 
 def summarize(rows: list[dict], problems: list[dict]) -> dict:
@@ -306,13 +317,14 @@ def main(argv=None) -> int:
     import torch
 
     from torch_diode import wire
-    from torch_diode.collect.engine import _aten_fn
+    from torch_diode.collect.engine import _aten_fn, output_error
     from torch_diode.inductor_compat import set_tf32
     from torch_diode.collect.problems import make_inputs
     from torch_diode.collect.timing import BatchTimer
 
     t_start = time.perf_counter()
     timer = BatchTimer(0, True)
+    run_info = {"argv": sys.argv, "device": torch.cuda.get_device_name()}
     rows, problems, inductor_failed = [], [], []
     for i, (p, recs) in enumerate(items):
         if time.perf_counter() - t_start > a.budget_s:
@@ -330,22 +342,15 @@ def main(argv=None) -> int:
         tensors = {"a": A, "b": B, "c": c, "bias": bias}
         ref = torch.empty_like(c)
         _aten_fn(p, bias, A, B, ref)()   # what every kernel's output is checked against
-
-        def rel_err(fn) -> float:
-            c.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            return float((c.float() - ref.float()).norm() / (ref.float().norm() or 1.0))
+        ref_norm = ref.float().norm().item() or 1.0   # output_error: the collector's own check
         # Each config is compiled by Inductor, then timed and profiled at once: the next
         # compile_inductor calls torch._dynamo.reset(), after which an earlier compiled
         # callable no longer runs the config it was compiled for (the first runs of
         # 2026-11-25 timed all ten: their Inductor times were flat across configs).
-        prob_rows, first_ours = [], None
+        prob_rows = []
         for r in tri:
             cfg = r.config
             ours = our_kernel(p, cfg, tensors)
-            if first_ours is None:
-                first_ours = (r, ours)
             try:
                 ind = compile_inductor(p, wire.to_json(cfg), inputs)
             except Exception as e:  # e.g. Inductor's static kernel needs more shared memory than ours
@@ -357,7 +362,7 @@ def main(argv=None) -> int:
                 continue
             try:
                 stat = our_kernel(p, cfg, tensors, static=True)
-                static_err = rel_err(stat)
+                static_err = output_error(stat, c, ref, ref_norm)
             except Exception as e:
                 print(f"  {describe(p)}: static-shape kernel failed for {cfg}: {str(e).splitlines()[0][:200]}",
                       flush=True)
@@ -369,7 +374,7 @@ def main(argv=None) -> int:
                 if stat is not None:
                     ss += timer.repeat(stat, 10)
             row = {"problem": describe(p), "config": wire.to_json(cfg), "collector_recorded_us": r.median_us,
-                   "ours_rel_err": rel_err(ours),
+                   "ours_rel_err": output_error(ours, c, ref, ref_norm),
                    "ours_us": median(so) * 1000, "inductor_us": median(si) * 1000,
                    "ratio": median(so) / median(si), "ratio_recorded": r.median_us / (median(si) * 1000)}
             if ss:
@@ -392,23 +397,9 @@ def main(argv=None) -> int:
             prob_rows.append(row)
         rows += prob_rows
         # Best-config agreement among the same configs, both timed by Inductor's kernels.
-        agree = static_agree = recorded_agree = None
-        if prob_rows:
-            our_pick = min(prob_rows, key=lambda x: x["ours_us"])
-            ind_best = min(x["inductor_us"] for x in prob_rows)
-            agree = our_pick["inductor_us"] <= 1.02 * ind_best
-            recorded_agree = min(prob_rows, key=lambda x: x["collector_recorded_us"])["inductor_us"] <= 1.02 * ind_best
-            with_static = [x for x in prob_rows if "static_us" in x]
-            if with_static:
-                static_agree = min(with_static, key=lambda x: x["static_us"])["inductor_us"] <= 1.02 * ind_best
         # Collector's best (Triton or ATen) vs max-autotune DEFAULT's pick, same timer.
         best_rec = min(recs, key=lambda r: r.median_us)
-        if best_rec.config.is_triton:
-            best_fn = first_ours[1] if first_ours and first_ours[0] is best_rec else None
-            if best_fn is None:
-                best_fn = our_kernel(p, best_rec.config, tensors)
-        else:
-            best_fn = _aten_fn(p, bias, A, B, c)
+        best_fn = our_kernel(p, best_rec.config, tensors) if best_rec.config.is_triton else _aten_fn(p, bias, A, B, c)
         t0 = time.perf_counter()
         mat_failed = False
         try:
@@ -423,8 +414,9 @@ def main(argv=None) -> int:
             sm += timer.repeat(mat, 10)
         kr = [x["ratio_kernel"] for x in prob_rows if x.get("ratio_kernel")]
         prob = {"problem": describe(p), "decode": p.m <= DECODE_M, "configs": len(prob_rows),
-                "best_agrees_2pct": agree, "static_best_agrees_2pct": static_agree,
-                "recorded_best_agrees_2pct": recorded_agree,
+                "best_agrees_2pct": pick_agrees(prob_rows, "ours_us"),
+                "static_best_agrees_2pct": pick_agrees(prob_rows, "static_us"),
+                "recorded_best_agrees_2pct": pick_agrees(prob_rows, "collector_recorded_us"),
                 "maxautotune_failed": mat_failed,
                 "collector_best": best_rec.config.template, "collector_best_us": median(sb) * 1000,
                 "maxautotune_default_us": median(sm) * 1000, "maxautotune_over_collector_best": median(sm) / median(sb),
@@ -435,15 +427,13 @@ def main(argv=None) -> int:
         restore_tf32()
         print(json.dumps(prob), flush=True)
         if a.json:  # after every problem, so a device call cut short keeps what it measured
-            json.dump({"configs": rows, "problems": problems, "partial": True,
-                       "argv": sys.argv, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
+            json.dump({"configs": rows, "problems": problems, "partial": True, **run_info}, open(a.json, "w"), indent=1)
     if inductor_failed:
         print(f"{len(inductor_failed)} configs timed by the collector failed to compile in Inductor (static shapes)")
     sm = summarize(rows, problems)
-    print_summary(sm, f"({torch.cuda.get_device_name()})")
+    print_summary(sm, f"({run_info['device']})")
     if a.json:
-        json.dump({"configs": rows, "problems": problems, "summary": sm,
-                   "argv": sys.argv, "device": torch.cuda.get_device_name()}, open(a.json, "w"), indent=1)
+        json.dump({"configs": rows, "problems": problems, "summary": sm, **run_info}, open(a.json, "w"), indent=1)
     return 0
 
 

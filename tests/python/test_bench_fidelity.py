@@ -131,3 +131,12 @@ def test_backfill_recorded_judges_the_datasets_own_pick():
     assert "recorded_best_agrees_2pct" not in probs[2]                    # no rows: no verdict
     sm = f.summarize([{**x, "ratio": 1.0} for x in rows], probs)
     assert sm["recorded_best_agrees"] == {"yes": 1, "of": 2} and sm["ratio_recorded"]["n"] == 4
+
+
+def test_pick_agrees_compares_a_pick_with_inductors_best_of_all_rows():
+    rows = [{"ours_us": 4.0, "static_us": 5.0, "inductor_us": 5.0},
+            {"ours_us": 5.0, "inductor_us": 4.0},                     # Inductor's best; no static time
+            {"ours_us": 6.0, "static_us": 4.5, "inductor_us": 4.05}]
+    assert f.pick_agrees(rows, "ours_us") is False                      # 5.0 > 1.02 x 4.0
+    assert f.pick_agrees(rows, "static_us") is True                     # picks row 3: 4.05 <= 4.08
+    assert f.pick_agrees(rows, "missing") is None and f.pick_agrees([], "ours_us") is None
