@@ -119,9 +119,7 @@ class DiodeChoicesMixin:
                     # nothing the model scores but ATen and unscored alternatives: predict mode
                     # never benchmarks, so ATen (Inductor's choice without max-autotune) alone
                     rec.outcome = "passthrough:predict_aten_only"
-                    rec.predicted = "aten"
-                    state.stats.record(rec)
-                    return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
+                    return _aten_alone(state, rec, candidates, own, call_base)
                 rec.outcome = "passthrough:no_triton_configs"
                 state.stats.record(rec)
                 return call_base(lists)
@@ -133,10 +131,8 @@ class DiodeChoicesMixin:
                 # an unbounded extrapolation, so the model does not choose
                 rec.outcome = "passthrough:outside_domain"
                 own = _own_aten(candidates)
-                if state.options.mode == "predict" and own:
-                    rec.predicted = "aten"   # what plain torch.compile runs; nothing benchmarked
-                    state.stats.record(rec)
-                    return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
+                if state.options.mode == "predict" and own:   # what plain torch.compile runs
+                    return _aten_alone(state, rec, candidates, own, call_base)
                 state.stats.record(rec)
                 return call_base(lists)      # Inductor's own choice among its configs
             if state.options.mode == "predict":
@@ -245,6 +241,13 @@ class DiodeChoicesMixin:
                 out[uid] = list(get_ktc(bound["kernel_inputs"], template, bound["op_name"],
                                         overrides.get(uid, {})))
         return out
+
+
+def _aten_alone(state, rec, candidates: dict, own: list, call_base):
+    """Predict mode's hand-over of the op's ATen kernel alone (nothing benchmarked), recorded."""
+    rec.predicted = "aten"
+    state.stats.record(rec)
+    return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
 
 
 def _own_aten(candidates: dict) -> list:
