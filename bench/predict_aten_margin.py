@@ -28,11 +28,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.dataset import load_dataset  # noqa: E402
 from torch_diode.hook.ranking import Options, Ranker  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
-
-DEFAULT_FLAG = 1 << 1  # record flag: the config is in Inductor's DEFAULT list (docs/wire-format.md)
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
 
