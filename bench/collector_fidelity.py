@@ -25,8 +25,11 @@ durations, cold L2): Inductor's compiled call may run kernels besides its GEMM t
 names them, and `ratio_kernel` compares our kernel with Inductor's template kernel alone.
 Reports per-config ratio ours/Inductor (median, p90 over all configs; by events and by
 kernel), whether the best config agrees within 2% (Inductor's time of our pick <= 1.02 x
-Inductor's best of the same configs), and max-autotune DEFAULT's pick / collector's best
-(best of Triton and ATen, re-timed here).
+Inductor's best of the same configs) for three picks (our runtime-size kernels, our
+static-shape kernels, the dataset's recorded medians), each judged by Inductor's events
+time and by its template kernel's CUPTI time (the events of a compiled call can be
+CPU-bound: those configs are counted as `inductor_cpu_bound`), and max-autotune DEFAULT's
+pick / collector's best (best of Triton and ATen, re-timed here).
 """
 from __future__ import annotations
 
@@ -141,29 +144,68 @@ def kernel_profile(fn, flush, reps: int = 10) -> dict:
             "total_us": median([sum(c.values()) for c in calls])}
 
 
-def pick_agrees(rows: list[dict], by: str):
+def pick_agrees(rows: list[dict], by: str, truth: str = "inductor_us"):
     """Whether the config with the lowest `by` among `rows` (one problem's configs; rows
-    without `by` are left out) is within 2% of Inductor's best time of the same configs;
-    None when no row has `by`."""
-    ranked = [x for x in rows if by in x]
+    without `by` or `truth` are left out) is within 2% of the best `truth` of all rows that
+    have one; None when no row has both. `truth` is Inductor's time of each config:
+    `inductor_us` (events around its compiled call) or `inductor_kernel_us` (its template
+    kernel alone, CUPTI: GPU time even where the compiled call is CPU-bound)."""
+    ranked = [x for x in rows if by in x and x.get(truth) is not None]
     if not ranked:
         return None
-    return min(ranked, key=lambda x: x[by])["inductor_us"] <= 1.02 * min(x["inductor_us"] for x in rows)
+    return min(ranked, key=lambda x: x[by])[truth] <= 1.02 * min(x[truth] for x in rows if x.get(truth) is not None)
+
+
+# Inductor's events figure counts its compiled call's CPU time where that call is slower
+# than the GPU spin hides: seen as 10-40x the same kernel's time (the static-shape kernel,
+# CUPTI 1.00x Inductor's template kernel) on 32 of 240 configs of 2026-11-25. Such a row
+# says nothing about the kernel, so it is flagged, and agreement is also judged by the
+# template kernel's CUPTI time.
+CPU_BOUND_FACTOR = 1.5
+
+
+def derive_row(x: dict) -> None:
+    """Per-config figures derived from the measured ones (also for parts written before
+    they existed): `inductor_kernel_us` (Inductor's template kernel, CUPTI) and
+    `inductor_cpu_bound` (its events time above CPU_BOUND_FACTOR x the static kernel's)."""
+    tem = x.get("inductor_template_kernel")
+    if tem and x.get("inductor_kernels_us", {}).get(tem):
+        x.setdefault("inductor_kernel_us", x["inductor_kernels_us"][tem])
+    if x.get("static_us") and x.get("inductor_us"):
+        x.setdefault("inductor_cpu_bound", x["inductor_us"] > CPU_BOUND_FACTOR * x["static_us"])
+
+
+PICKS = (("best_agrees", "ours_us"), ("static_best_agrees", "static_us"),
+         ("recorded_best_agrees", "collector_recorded_us"))
+
+
+def judge_picks(rows: list[dict]) -> dict:
+    """One problem's agreement verdicts: each pick (ours, static, the dataset's recorded
+    medians) judged by Inductor's events time and by its template kernel's time."""
+    out = {}
+    for name, by in PICKS:
+        out[name + "_2pct"] = pick_agrees(rows, by)
+        out[name + "_kernel_2pct"] = pick_agrees(rows, by, "inductor_kernel_us")
+    return out
 
 
 def backfill_recorded(rows: list[dict], problems: list[dict]) -> None:
-    """Adds the dataset-side figures to parts written before they existed: per config
-    `ratio_recorded` (the collector's recorded median / Inductor's time here) and per
-    problem whether the config the recorded medians pick is within 2% of Inductor's best."""
+    """Adds the figures of later versions to parts written before they existed: per config
+    `ratio_recorded` (the collector's recorded median / Inductor's time here) and the
+    derive_row figures; per problem the judge_picks verdicts it lacks."""
     by_problem: dict = {}
     for x in rows:
+        derive_row(x)
         if "collector_recorded_us" in x and x.get("inductor_us"):
             x.setdefault("ratio_recorded", x["collector_recorded_us"] / x["inductor_us"])
+        if "problem" in x:
             by_problem.setdefault(x["problem"], []).append(x)
     for pr in problems:
         got = by_problem.get(pr.get("problem"))
-        if got and pr.get("recorded_best_agrees_2pct") is None:
-            pr["recorded_best_agrees_2pct"] = pick_agrees(got, "collector_recorded_us")
+        if got:
+            for k, v in judge_picks(got).items():
+                if pr.get(k) is None and v is not None:
+                    pr[k] = v
 
 
 def summarize(rows: list[dict], problems: list[dict]) -> dict:
@@ -176,11 +218,14 @@ def summarize(rows: list[dict], problems: list[dict]) -> dict:
         kr = [x[key] for x in rows if x.get(key)]
         if kr:
             out[key] = {"median": median(kr), "p90": p90(kr), "min": min(kr), "max": max(kr), "n": len(kr)}
-    for key, name in (("best_agrees_2pct", "best_agrees"), ("static_best_agrees_2pct", "static_best_agrees"),
-                      ("recorded_best_agrees_2pct", "recorded_best_agrees")):
-        agreed = [x[key] for x in problems if x.get(key) is not None]
-        if agreed:
-            out[name] = {"yes": sum(agreed), "of": len(agreed)}
+    for name, _ in PICKS:
+        for suffix in ("", "_kernel"):
+            agreed = [x[name + suffix + "_2pct"] for x in problems if x.get(name + suffix + "_2pct") is not None]
+            if agreed:
+                out[name + suffix] = {"yes": sum(agreed), "of": len(agreed)}
+    flagged = [x["inductor_cpu_bound"] for x in rows if x.get("inductor_cpu_bound") is not None]
+    if flagged:
+        out["inductor_cpu_bound"] = {"yes": sum(flagged), "of": len(flagged)}
     mat = [x["maxautotune_over_collector_best"] for x in problems
            if x.get("maxautotune_over_collector_best") and not x.get("maxautotune_failed")]
     if mat:
@@ -212,14 +257,17 @@ def print_summary(sm: dict, device: str = "") -> None:
             r = sm[key]
             print(f"per-config ratio {what}, {r['n']} configs: median {r['median']:.4f}, p90 {r['p90']:.4f}, "
                   f"min {r['min']:.4f}, max {r['max']:.4f}")
-    if "best_agrees" in sm:
-        print(f"best config agrees within 2%: {sm['best_agrees']['yes']}/{sm['best_agrees']['of']} problems")
-    if "recorded_best_agrees" in sm:
-        print(f"best config agrees within 2%, picked by the collector's recorded medians (the dataset): "
-              f"{sm['recorded_best_agrees']['yes']}/{sm['recorded_best_agrees']['of']} problems")
-    if "static_best_agrees" in sm:
-        print(f"best config agrees within 2%, picked by the static-shape kernels: "
-              f"{sm['static_best_agrees']['yes']}/{sm['static_best_agrees']['of']} problems")
+    for suffix, judged in (("", ""), ("_kernel", ", judged by Inductor's template kernel (CUPTI)")):
+        for name, who in (("best_agrees", ""), ("recorded_best_agrees", ", picked by the collector's recorded "
+                                                "medians (the dataset)"),
+                          ("static_best_agrees", ", picked by the static-shape kernels")):
+            if name + suffix in sm:
+                got = sm[name + suffix]
+                print(f"best config agrees within 2%{who}{judged}: {got['yes']}/{got['of']} problems")
+    if "inductor_cpu_bound" in sm:
+        got = sm["inductor_cpu_bound"]
+        print(f"configs whose Inductor events time is CPU-bound (> {CPU_BOUND_FACTOR}x the same static kernel): "
+              f"{got['yes']}/{got['of']}")
     if "maxautotune_over_collector_best_geomean" in sm:
         print(f"max-autotune DEFAULT pick / collector's best (Triton or ATen): geomean "
               f"{sm['maxautotune_over_collector_best_geomean']:.3f}")
@@ -394,6 +442,7 @@ def main(argv=None) -> int:
                         row["ratio_static_kernel"] = ps["total_us"] / pi["kernels"][tem]
             except Exception as e:  # no CUPTI: the events figures stand alone
                 row["profile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            derive_row(row)
             prob_rows.append(row)
         rows += prob_rows
         # Best-config agreement among the same configs, both timed by Inductor's kernels.
@@ -414,9 +463,7 @@ def main(argv=None) -> int:
             sm += timer.repeat(mat, 10)
         kr = [x["ratio_kernel"] for x in prob_rows if x.get("ratio_kernel")]
         prob = {"problem": describe(p), "decode": p.m <= DECODE_M, "configs": len(prob_rows),
-                "best_agrees_2pct": pick_agrees(prob_rows, "ours_us"),
-                "static_best_agrees_2pct": pick_agrees(prob_rows, "static_us"),
-                "recorded_best_agrees_2pct": pick_agrees(prob_rows, "collector_recorded_us"),
+                **judge_picks(prob_rows),
                 "maxautotune_failed": mat_failed,
                 "collector_best": best_rec.config.template, "collector_best_us": median(sb) * 1000,
                 "maxautotune_default_us": median(sm) * 1000, "maxautotune_over_collector_best": median(sm) / median(sb),

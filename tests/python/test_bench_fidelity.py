@@ -140,3 +140,50 @@ def test_pick_agrees_compares_a_pick_with_inductors_best_of_all_rows():
     assert f.pick_agrees(rows, "ours_us") is False                      # 5.0 > 1.02 x 4.0
     assert f.pick_agrees(rows, "static_us") is True                     # picks row 3: 4.05 <= 4.08
     assert f.pick_agrees(rows, "missing") is None and f.pick_agrees([], "ours_us") is None
+
+
+def test_pick_agrees_by_inductors_template_kernel():
+    # Inductor's events figure of row 1 is CPU-bound (its call, not its kernel): judged by
+    # events the dataset's pick looks 20x off; by the template kernel it is Inductor's best.
+    rows = [{"collector_recorded_us": 4.0, "inductor_us": 90.0, "inductor_kernel_us": 2.0},
+            {"collector_recorded_us": 4.2, "inductor_us": 4.5, "inductor_kernel_us": 2.1},
+            {"collector_recorded_us": 4.3, "inductor_us": 4.6}]              # not profiled
+    assert f.pick_agrees(rows, "collector_recorded_us") is False
+    assert f.pick_agrees(rows, "collector_recorded_us", "inductor_kernel_us") is True
+    rows[1]["inductor_kernel_us"] = 1.9                                     # 2.0 > 1.02 x 1.9
+    assert f.pick_agrees(rows, "collector_recorded_us", "inductor_kernel_us") is False
+    assert f.pick_agrees(rows[2:], "collector_recorded_us", "inductor_kernel_us") is None
+
+
+def test_derive_row_and_judge_picks():
+    row = {"inductor_template_kernel": "triton_tem_fused_mm_0",
+           "inductor_kernels_us": {"triton_tem_fused_mm_0": 2.3, "triton_poi_x": 1.0},
+           "inductor_us": 208.8, "static_us": 5.2, "ours_us": 5.5, "collector_recorded_us": 4.9}
+    f.derive_row(row)
+    assert row["inductor_kernel_us"] == 2.3 and row["inductor_cpu_bound"] is True
+    plain = {"inductor_us": 5.0, "static_us": 4.9}
+    f.derive_row(plain)
+    assert plain["inductor_cpu_bound"] is False and "inductor_kernel_us" not in plain
+    other = {"ours_us": 5.0, "static_us": 4.8, "collector_recorded_us": 5.0, "inductor_us": 5.0,
+             "inductor_kernel_us": 2.34}                                     # within 2% of 2.3
+    v = f.judge_picks([row, other])
+    assert v["recorded_best_agrees_2pct"] is False and v["recorded_best_agrees_kernel_2pct"] is True
+    assert v["static_best_agrees_2pct"] is True and v["static_best_agrees_kernel_2pct"] is True
+    assert v["best_agrees_2pct"] is True and v["best_agrees_kernel_2pct"] is True  # ours picks `other`
+    probs = [{"problem": "p", **v}]
+    sm = f.summarize([{**row, "ratio": 1.0}, {**other, "ratio": 1.0}], probs)
+    assert sm["recorded_best_agrees"] == {"yes": 0, "of": 1}
+    assert sm["recorded_best_agrees_kernel"] == {"yes": 1, "of": 1}
+    assert sm["inductor_cpu_bound"] == {"yes": 1, "of": 1}
+
+
+def test_backfill_adds_kernel_verdicts_to_old_parts():
+    rows = [{"problem": "p", "collector_recorded_us": 4.0, "ours_us": 5.0, "inductor_us": 90.0, "static_us": 4.1,
+             "inductor_template_kernel": "k", "inductor_kernels_us": {"k": 2.0}},
+            {"problem": "p", "collector_recorded_us": 4.4, "ours_us": 5.2, "inductor_us": 4.5, "static_us": 4.3,
+             "inductor_template_kernel": "k", "inductor_kernels_us": {"k": 2.2}}]
+    probs = [{"problem": "p", "recorded_best_agrees_2pct": False}]      # written by an older version
+    f.backfill_recorded(rows, probs)
+    assert probs[0]["recorded_best_agrees_2pct"] is False              # kept as measured
+    assert probs[0]["recorded_best_agrees_kernel_2pct"] is True
+    assert rows[0]["inductor_cpu_bound"] is True and rows[1]["inductor_cpu_bound"] is False
