@@ -187,3 +187,17 @@ def test_backfill_adds_kernel_verdicts_to_old_parts():
     assert probs[0]["recorded_best_agrees_2pct"] is False              # kept as measured
     assert probs[0]["recorded_best_agrees_kernel_2pct"] is True
     assert rows[0]["inductor_cpu_bound"] is True and rows[1]["inductor_cpu_bound"] is False
+
+
+def test_static_kernel_time_is_derived_for_old_parts_and_judged():
+    rows = [{"problem": "p", "static_us": 5.0, "inductor_us": 5.0, "inductor_template_kernel": "k",
+             "inductor_kernels_us": {"k": 2.0}, "ratio_static_kernel": 1.05},       # static kernel 2.1 us
+            {"problem": "p", "static_us": 5.1, "inductor_us": 5.1, "inductor_template_kernel": "k",
+             "inductor_kernels_us": {"k": 2.1}, "static_kernel_us": 2.05}]          # measured directly
+    probs = [{"problem": "p"}]
+    f.backfill_recorded(rows, probs)
+    assert rows[0]["static_kernel_us"] == pytest.approx(2.1) and rows[1]["static_kernel_us"] == 2.05
+    # the static kernels' own CUPTI time picks row 2, whose Inductor kernel is 2.1 > 1.02 x 2.0
+    assert probs[0]["static_kernel_best_agrees_kernel_2pct"] is False
+    assert probs[0]["static_best_agrees_kernel_2pct"] is True                # events pick row 1
+    assert "static_kernel_best_agrees_kernel" in f.summarize([{**x, "ratio": 1.0} for x in rows], probs)
