@@ -78,7 +78,7 @@ int run(int argc, char** argv, const Comm& comm) {
   app.add_option("--max-spread", max_spread,
                  "leave out ok records whose spread (IQR) exceeds this share of their median, as if never "
                  "timed (timed while the GPU was disturbed; 0: off)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(CLI::Range(0.0, kMaxSpreadLimit));
   app.add_flag("--quiet", quiet, "no per-epoch progress lines");
   try {
     app.parse(argc, argv);

@@ -129,7 +129,9 @@ nlohmann::json shard_spec(const Manifest& m, const ShardPlan& plan) {
             {"l2_flush", t.l2_flush},
             {"config_timeout_s", t.config_timeout_s},
             {"compile_timeout_s", t.compile_timeout_s},
-            {"budget_ms_per_config", t.budget_ms_per_config}}},
+            {"budget_ms_per_config", t.budget_ms_per_config},
+            {"problem_timeout_s", t.problem_timeout_s},
+            {"static_top", t.static_top}}},
           {"tf32", m.tf32},
           {"smem_prefilter", m.smem_prefilter}};
 }

@@ -395,7 +395,7 @@ void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
 void parse_timing(Checker& c, const YAML::Node& n, TimingSettings& t) {
   const std::string p = "sweep.timing";
   if (!c.mapping(n, p, {"warmup", "repeats", "min_repeats", "l2_flush", "config_timeout_s", "compile_timeout_s",
-                        "budget_ms_per_config"}))
+                        "budget_ms_per_config", "problem_timeout_s", "static_top"}))
     return;
   if (n["warmup"]) t.warmup = c.sint(n["warmup"], p + ".warmup", 0, 1000);
   if (n["repeats"]) t.repeats = c.sint(n["repeats"], p + ".repeats", 1, 10000);
@@ -406,6 +406,9 @@ void parse_timing(Checker& c, const YAML::Node& n, TimingSettings& t) {
   if (n["compile_timeout_s"]) t.compile_timeout_s = c.sint(n["compile_timeout_s"], p + ".compile_timeout_s", 1, 86400);
   if (n["budget_ms_per_config"])
     t.budget_ms_per_config = c.real(n["budget_ms_per_config"], p + ".budget_ms_per_config", 1e-3, 3.6e6);
+  if (n["problem_timeout_s"])
+    t.problem_timeout_s = c.real(n["problem_timeout_s"], p + ".problem_timeout_s", 1e-3, 604800);
+  if (n["static_top"]) t.static_top = c.sint(n["static_top"], p + ".static_top", 0, 100);
 }
 
 void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
@@ -628,6 +631,8 @@ nlohmann::json manifest_fields(const Manifest& m) {
                       {"sweep.timing.config_timeout_s", m.timing.config_timeout_s},
                       {"sweep.timing.compile_timeout_s", m.timing.compile_timeout_s},
                       {"sweep.timing.budget_ms_per_config", m.timing.budget_ms_per_config},
+                      {"sweep.timing.problem_timeout_s", m.timing.problem_timeout_s},
+                      {"sweep.timing.static_top", m.timing.static_top},
                       {"sweep.tf32", m.tf32},
                       {"sweep.smem_prefilter", m.smem_prefilter},
                       {"sweep.shapes.distribution", distribution_name(s.kind)},

@@ -49,12 +49,17 @@ struct ShapeSpec {
 };
 
 // Mirrors the collector's spec "timing" object (python/torch_diode/collect/spec.py).
+// sweep.timing: passed to the collector's spec (python/torch_diode/collect/spec.py,
+// `Timing`) unchanged. The defaults are the collector's; tests/python checks that the
+// coordinator's shard specs parse there with the values a manifest set.
 struct TimingSettings {
   int64_t warmup = 5, repeats = 20, min_repeats = 5;
   bool l2_flush = true;
   double config_timeout_s = 5.0;
   int64_t compile_timeout_s = 600;
   double budget_ms_per_config = 60.0;
+  double problem_timeout_s = 900.0;  // a problem's configs not timed by then: status timeout
+  int64_t static_top = 10;           // fastest Triton configs re-timed as static-shape kernels; 0: off
 };
 
 struct Manifest {

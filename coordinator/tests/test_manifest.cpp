@@ -264,3 +264,25 @@ TEST(Manifest, ProblemListChangeIsDescribed) {
   EXPECT_NE(d.find("sweep.shapes.list"), std::string::npos) << d;
   EXPECT_EQ(describe_manifest_change(a, a), "");
 }
+
+// sweep.timing's collector limits reach every shard spec; defaults are the collector's.
+TEST(Manifest, TimingProblemTimeoutAndStaticTopReachTheSpec) {
+  Manifest m = parse_manifest(kGood, "m.yaml");
+  auto spec = shard_spec(m, expand_shards(m).at(0));
+  EXPECT_EQ(spec["timing"]["problem_timeout_s"], 900.0);
+  EXPECT_EQ(spec["timing"]["static_top"], 10);
+
+  const std::string with = std::string(kGood) + "  timing: {problem_timeout_s: 120, static_top: 0}\n";
+  m = parse_manifest(with, "m.yaml");
+  spec = shard_spec(m, expand_shards(m).at(0));
+  EXPECT_EQ(spec["timing"]["problem_timeout_s"], 120.0);
+  EXPECT_EQ(spec["timing"]["static_top"], 0);
+  EXPECT_EQ(manifest_fields(m).at("sweep.timing.static_top"), 0);
+
+  auto errs = errors_of(std::string(kGood) + "  timing: {static_top: 101}\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("sweep.timing.static_top"), std::string::npos) << errs[0];
+  errs = errors_of(std::string(kGood) + "  timing: {problem_timeout_s: 0}\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("sweep.timing.problem_timeout_s"), std::string::npos) << errs[0];
+}

@@ -31,11 +31,9 @@ struct Coverage {
 
 // One timing method (Shard::method.timing) of the dataset: how much data it
 // produced and the wall time the collector spent per problem.
-// An ok record whose spread (IQR) is above this share of its median was timed while
-// the GPU was disturbed (clock change, another process): its median is unreliable
-// (H100 data of collector 2.0.0: a triton::bmm config recorded at 98 us, IQR 96 us,
-// among neighbours at 8 us). Counted per method so collectors can be compared; the
-// collector re-times such suspects since 2.1.0.
+// Records with ShardRecord::spread_above(kWideSpread) (timed while the GPU was
+// disturbed) are counted per method so collectors can be compared; the collector
+// re-times such suspects since 2.1.0.
 constexpr double kWideSpread = 0.5;
 
 // Per collector: ok records, those with spread > kWideSpread x median, and those timed as
@@ -127,7 +125,7 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
       if (r.status != TimingStatus::timeout) final_not_timeout++;
       if (r.status == TimingStatus::ok) {
         q.ok++;
-        if (r.spread_us > kWideSpread * r.median_us) q.wide_spread++;
+        if (r.spread_above(kWideSpread)) q.wide_spread++;
         if (r.flags & kRecordStaticShape) q.static_shape++;
       }
       templates[r.config.template_id]++;

@@ -52,7 +52,7 @@ void register_model_commands(CLI::App& app) {
                 "> 0: score as if every ok record whose spread (IQR) exceeds this x its median had never been "
                 "timed (diode-train --max-spread): a disturbed record neither counts as a pick's time nor as a "
                 "problem's best; 0 (default): the data as measured")
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(CLI::Range(0.0, kMaxSpreadLimit));
   v->callback([o] {
     const Dataset d = load_dataset(o->dataset);
     models::GroupOptions go;

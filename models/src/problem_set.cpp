@@ -49,8 +49,7 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
       if ((r.flags & kRecordReplayed) && !opts.include_replayed) continue;
       // A disturbed timing is left out as if never taken: not a failure ("slower than
       // everything" to the trainer and the metrics), just no information.
-      if (opts.max_spread > 0 && r.status == TimingStatus::ok && r.spread_us > opts.max_spread * r.median_us)
-        continue;
+      if (opts.max_spread > 0 && r.spread_above(opts.max_spread)) continue;
       Acc& a = acc[s.problems.at(r.problem_index)][r.config];
       if (r.status == TimingStatus::ok && r.median_us > 0) {
         a.sum += std::log(r.median_us);

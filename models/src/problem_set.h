@@ -34,11 +34,10 @@ struct GroupOptions {
   // measurements) are left out unless asked for, e.g. by the no-GPU demo; a
   // model trained on them says so in model.json (dataset.include_replayed).
   bool include_replayed = false;
-  // > 0: an ok record whose spread (IQR) exceeds max_spread x its median is left out, as
-  // if never taken (not as a failure: that would teach "slowest"). Such a record was timed while the GPU was disturbed (H100 data of collector
-  // 2.0.0: 1% of ok records above 0.5, e.g. 98 us +- 96 among neighbours at 8 us), and its
-  // median misleads training and, as a pick's time, validation. 0 (default): every ok
-  // record counts.
+  // > 0: an ok record with ShardRecord::spread_above(max_spread) (timed while the GPU was
+  // disturbed) is left out, as if never taken (not as a failure: that would teach
+  // "slowest"); its median misleads training and, as a pick's time, validation.
+  // 0 (default): every ok record counts.
   double max_spread = 0;
 };
 

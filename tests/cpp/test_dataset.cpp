@@ -97,3 +97,17 @@ TEST(Dataset, CorruptFileNamedInError) {
 
 }  // namespace
 }  // namespace diode
+
+// The one definition of a disturbed record (hub stats, diode-train and diode validate
+// --max-spread): only ok records count, and the bound is strict.
+TEST(ShardRecord, SpreadAboveJudgesOkRecordsOnly) {
+  diode::ShardRecord r;
+  r.median_us = 8.0;
+  r.spread_us = 4.0;
+  EXPECT_FALSE(r.spread_above(0.5));  // exactly half the median: not above
+  r.spread_us = 4.5;
+  EXPECT_TRUE(r.spread_above(0.5));
+  EXPECT_FALSE(r.spread_above(1.0));
+  r.status = diode::TimingStatus::timeout;  // no median to disturb
+  EXPECT_FALSE(r.spread_above(0.5));
+}

@@ -258,3 +258,31 @@ def test_manifest_of_the_mix_expands_to_the_same_problems(tmp_path):
     assert all(s["tf32"] == [True] for s in specs)
     got = [wire.validate_problem(wire.problem_from_json(p)) for s in specs for p in s["problems"]]
     assert got == want
+
+
+def test_coordinator_shard_specs_parse_as_collector_specs_with_the_manifests_timing(tmp_path):
+    """C++ (the coordinator's shard_spec) and Python (the collector's parse_spec) agree on
+    the spec: its defaults are the collector's, and sweep.timing's problem_timeout_s and
+    static_top arrive as the manifest set them."""
+    import pathlib
+    import subprocess
+    from torch_diode.collect.spec import Timing
+    root = pathlib.Path(__file__).resolve().parents[2]
+    diode = _diode_cli()
+    base = (root / "manifests" / "h100.yaml").read_text()
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(base.replace("name: h100-mm-v1", "name: spec-plain").replace("problems: 20000", "problems: 3"))
+    tuned = tmp_path / "tuned.yaml"
+    tuned.write_text(plain.read_text().replace("name: spec-plain", "name: spec-tuned").replace(
+        "    budget_ms_per_config: 60.0\n",
+        "    budget_ms_per_config: 60.0\n    problem_timeout_s: 120\n    static_top: 4\n"))
+    got = {}
+    for path in (plain, tuned):
+        r = subprocess.run([str(diode), "manifest", "shards", str(path), "--json"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        got[path.stem] = [parse_spec(json.loads(line)) for line in r.stdout.splitlines() if line.strip()]
+    t = got["plain"][0].timing
+    assert (t.problem_timeout_s, t.static_top) == (Timing.problem_timeout_s, Timing.static_top)
+    t = got["tuned"][0].timing
+    assert (t.problem_timeout_s, t.static_top) == (120.0, 4)
+    assert (t.warmup, t.repeats, t.min_repeats) == (5, 20, 5)                  # the rest as h100.yaml sets it
