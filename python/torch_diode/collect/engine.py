@@ -43,11 +43,18 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # stay GEMMs) and suspect batches are re-timed once, the lower kept (plan.suspects);
 # 2.0.0: engine v2 as first run on the H100 (datasets/README.md says which shards are which)
 # 2.2.0: the top contenders re-timed as static-shape kernels (FLAG_STATIC, timing.static_top);
-ENGINE_VERSION = "2.2.0"
+# 2.3.0: a disturbed round of that re-time is dropped (plan.drop_disturbed_rounds) and the
+# compile workers run at a lower CPU priority than the timing process (COMPILE_NICE)
+ENGINE_VERSION = "2.3.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
 STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10)
+# CPU priority (nice increment) of the compile workers: below the timing process, so a
+# launch batch is not descheduled past its GPU spin while the pools compile the next
+# problem (2.2.0 ran both pools, up to 26 processes, at the timer's priority on 16 cores).
+# The static pool sits between: the current problem waits for it.
+COMPILE_NICE, STATIC_COMPILE_NICE = 10, 5
 _DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 _TORCH_DTYPE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
 CHECK_TOLERANCE = 5e-2   # relative L2 error vs ATen; a wrong kernel is off by ~1
@@ -135,8 +142,20 @@ def _consts(kc, params: dict, allow_tf32: bool) -> dict:
     return out
 
 
-def _pool_init(device: int) -> None:
+def lower_priority(increment: int) -> int:
+    """Raises this process's nice value by `increment` (never refused: only lowering a
+    priority needs no privilege); returns the new value, or the old one where the OS has
+    no nice (the pools then share the CPU as before)."""
+    try:
+        return os.nice(increment)
+    except (AttributeError, OSError):
+        return os.nice(0) if hasattr(os, "nice") else 0
+
+
+def _pool_init(device: int, nice: int = 0) -> None:
     import torch
+    if nice:
+        lower_priority(nice)
     torch.cuda.set_device(device)
 
 
@@ -153,14 +172,14 @@ class Engine:
         self.smem_limit = int(getattr(props, "shared_memory_per_block_optin", 0)) if spec.smem_prefilter else 0
         n = workers or max(1, (os.cpu_count() or 2) - 1)
         self.pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
-                                           initializer=_pool_init, initargs=(device,))
+                                           initializer=_pool_init, initargs=(device, COMPILE_NICE))
         # Static-shape kernels compile in their own pool: the main one is FIFO and already
         # holds the next problem's compiles, which the current problem must not wait behind.
         # One worker per target, so a problem's static kernels compile in one wave (~1-2 s);
         # the two pools oversubscribe the cores only while the next problem still compiles.
         self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(spec.timing.static_top + 1, n)),
                                                   mp_context=mp.get_context("spawn"),
-                                                  initializer=_pool_init, initargs=(device,)) \
+                                                  initializer=_pool_init, initargs=(device, STATIC_COMPILE_NICE)) \
             if spec.timing.static_top else None
         self.submitted: dict = {}   # (kernel class, constexprs) -> future, across problems
 
@@ -392,20 +411,22 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
     """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
     kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
     batch of n repeats of every such target in turn (interleaved, against drift). The new
-    samples replace the old ones; a Triton entry is marked static. The deadline is checked
+    samples replace the old ones, less any round disturbed past the GPU spin
+    (plan.drop_disturbed_rounds); a Triton entry is marked static. The deadline is checked
     between rounds, so every re-timed entry has the same number of batches; a target
     without a launch keeps its samples. Returns how many Triton entries became static."""
     live = [e for e in targets if id(e) in fns]
-    new: dict = {id(e): [] for e in live}
+    new: dict = {id(e): [] for e in live}   # id -> that target's rounds
     for _ in range(rounds):
         if not live or clock() > deadline:
             break
         for e in live:
-            new[id(e)] += repeat(fns[id(e)], n)
+            new[id(e)].append(repeat(fns[id(e)], n))
     done = 0
     for e in live:
-        if new[id(e)]:
-            e.samples = new[id(e)]
+        kept = [x for batch in plan.drop_disturbed_rounds(new[id(e)]) for x in batch]
+        if kept:
+            e.samples = kept
             if e.is_triton:
                 e.static = True
                 done += 1

@@ -114,6 +114,25 @@ def keep_lower(old: list, new: list) -> list:
     return new if summarize(new).median < summarize(old).median else old
 
 
+# A round of the static re-time whose median is above this x the lowest round median of
+# the same kernel ran after the GPU spin drained: the timing process was descheduled
+# (two compile pools held every core), and every later launch of that batch carried CPU
+# launch latency. Seen on the H100 (collector 2.2.0, 50 log-normal problems): 17 of 520
+# static records had an IQR above half the median, e.g. 5.81 us with an IQR of 527 us.
+DISTURBED_ROUND_FACTOR = 1.5
+
+
+def drop_disturbed_rounds(batches: list, factor: float = DISTURBED_ROUND_FACTOR) -> list:
+    """Of one kernel's interleaved rounds (lists of samples), those whose median is within
+    `factor` of the lowest round median, in their order: as in keep_lower, a disturbance
+    only adds time, so the lowest round always stays. Empty rounds are dropped."""
+    meds = [summarize(b).median for b in batches if b]
+    if not meds:
+        return []
+    floor = min(meds)
+    return [b for b in batches if b and summarize(b).median <= factor * floor]
+
+
 def contenders(times: dict, factor: float = CONTENDER_FACTOR, limit: int = MAX_CONTENDERS) -> list:
     """Keys of the fastest entries within `factor` of the best, at most `limit` of them."""
     if not times:
