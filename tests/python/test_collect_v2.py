@@ -359,17 +359,19 @@ def test_retime_static_replaces_samples_interleaved_and_marks_records():
 
     aten = _entry("aten::mm", {}, [5.2] * 20)                      # timed in the same rounds, not static
     fns[id(aten)] = "fb"
-    assert retime_static([a, b, broken, aten], fns, repeat, 10, 3, deadline=1.0, clock=lambda: 0.0) == 2
+    assert retime_static([a, b, broken, aten], fns, repeat, 10, 3, deadline=1.0, clock=lambda: 0.0,
+                         warmup_s=0) == 2
     assert calls == ["fa", "fb", "fb"] * 3                         # round-robin, not one after the other
     assert a.samples == [4.8] * 30 and a.static and b.samples == [5.6] * 30 and b.static
     assert aten.samples == [5.6] * 30 and not aten.static
     assert broken.samples == [6.0] * 20 and not broken.static
     c = _entry("triton::mm", _cfg(4), [7.0] * 20)
-    assert retime_static([c], {id(c): "fc"}, repeat, 10, 3, deadline=1.0, clock=lambda: 2.0) == 0
+    assert retime_static([c], {id(c): "fc"}, repeat, 10, 3, deadline=1.0, clock=lambda: 2.0, warmup_s=0) == 0
     assert c.samples == [7.0] * 20 and not c.static                # past the deadline: untouched
-    ticks = iter([0.0, 0.0, 2.0])                                  # the deadline falls after round 2
+    ticks = iter([0.0, 0.0, 0.0, 2.0])                             # warm-up start; deadline after round 2
     d, e = _entry("triton::mm", _cfg(5), [7.0]), _entry("triton::mm", _cfg(6), [7.0])
-    assert retime_static([d, e], {id(d): "fa", id(e): "fb"}, repeat, 5, 3, 1.0, clock=lambda: next(ticks)) == 2
+    assert retime_static([d, e], {id(d): "fa", id(e): "fb"}, repeat, 5, 3, 1.0, clock=lambda: next(ticks),
+                         warmup_s=0) == 2
     assert len(d.samples) == len(e.samples) == 10                  # whole rounds only
 
 
@@ -382,11 +384,53 @@ def test_drop_disturbed_rounds_keeps_the_rounds_near_the_lowest():
     assert plan.drop_disturbed_rounds([]) == [] and plan.drop_disturbed_rounds([[]]) == []
 
 
+def test_static_targets_take_near_ties_beyond_the_top():
+    times = {f"k{i}": 5.0 + 0.01 * i for i in range(30)}           # 30 configs within 6%
+    got = plan.static_targets(times, set(), 10)
+    assert got[:10] == [f"k{i}" for i in range(10)]
+    assert got[10:] == [f"k{i}" for i in range(10, 20)]             # within 4% of 5.0, capped at 2 x 10
+    assert len(plan.static_targets(times, set(), 10, near=1.0)) == 10
+    times = {"a": 5.0, "b": 5.1, "c": 5.15, "d": 5.3}
+    assert plan.static_targets(times, set(), 1) == ["a", "b"]          # cap 2 x 1; c also near, left out
+
+
+def test_retime_static_warms_the_gpu_up_untimed_first():
+    from torch_diode.collect.engine import STATIC_WARMUP_ROUNDS, retime_static
+    a = _entry("triton::mm", _cfg(1), [5.0] * 20)
+    calls = []
+    ticks = iter([0.0] + [0.0, 0.0, 0.01, 0.01, 0.06] + [0.06] * 10)  # start; then per warm-up check
+
+    def repeat(fn, n):
+        calls.append(fn)
+        return [6.0 if len(calls) <= 2 else 4.8] * n              # what a cold GPU would read: dropped
+
+    assert retime_static([a], {id(a): "fa"}, repeat, 10, 3, 1.0, clock=lambda: next(ticks), warmup_s=0.05) == 1
+    assert len(calls) == 2 + 3 and a.samples == [4.8] * 30         # 2 untimed rounds, then 3 timed ones
+    calls.clear()
+    b = _entry("triton::mm", _cfg(2), [5.0] * 20)
+    retime_static([b], {id(b): "fb"}, repeat, 10, 3, 1.0, clock=lambda: 0.0, warmup_s=0.05)
+    assert len(calls) == STATIC_WARMUP_ROUNDS + 3                   # a stuck clock: bounded warm-up
+
+
+def test_static_beaten_says_when_a_runtime_record_stays_the_best():
+    from torch_diode.collect.engine import static_beaten
+    s1, s2 = _entry("triton::mm", _cfg(1), [5.0] * 10), _entry("triton::mm", _cfg(2), [5.2] * 10)
+    s1.static = s2.static = True
+    runtime = _entry("triton::mm", _cfg(3), [4.9] * 3)
+    aten = _entry("aten::mm", {}, [4.0] * 10)                      # ATen is not a Triton record
+    assert static_beaten([s1, s2, runtime, aten]) == 1
+    runtime.samples = [5.1] * 3
+    assert static_beaten([s1, s2, runtime, aten]) == 0
+    s1.static = s2.static = False
+    assert static_beaten([s1, s2, runtime]) == 0                    # no static stage ran: nothing to say
+
+
 def test_retime_static_drops_a_disturbed_round():
     from torch_diode.collect.engine import retime_static
     a = _entry("triton::mm", _cfg(1), [5.0] * 20)
     rounds = iter([[4.8] * 10, [60.0] * 10, [4.9] * 10])          # the second round was disturbed
-    assert retime_static([a], {id(a): "fa"}, lambda fn, n: next(rounds), 10, 3, 1.0, clock=lambda: 0.0) == 1
+    assert retime_static([a], {id(a): "fa"}, lambda fn, n: next(rounds), 10, 3, 1.0, clock=lambda: 0.0,
+                         warmup_s=0) == 1
     assert a.samples == [4.8] * 10 + [4.9] * 10 and a.static      # the record's repeats: 20
 
 
@@ -465,6 +509,7 @@ def test_static_stage_end_to_end_with_a_fake_gpu(monkeypatch):
     monkeypatch.setattr(eng, "_compile_job", fake_compile)
     monkeypatch.setattr(template, "load", lambda kc_: FakeKernel())
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(eng, "STATIC_WARMUP_S", 0.0)                  # warm-up: its own test
     timed = []
 
     class FakeTimer:
@@ -493,4 +538,5 @@ def test_static_stage_end_to_end_with_a_fake_gpu(monkeypatch):
     assert not slow.static and not broken.static
     assert aten.samples == [0.5] * 30 and not aten.static               # re-timed in the same rounds
     assert timed.count(aten_fn) == 3 and len(timed) == 3 * 5            # 3 rounds x (4 static + ATen)
+    assert st.static_beaten == 0                                        # the best record is a static one
     assert FLAG_STATIC == 8

@@ -135,7 +135,8 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         per_problem.append({"index": i, "tf32": tf32, "problem": describe(p), **dataclasses.asdict(st)})
         fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
         lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
-        static = f"static={st.static}" + (f" static_failed={st.static_failed}" if st.static_failed else "")
+        static = f"static={st.static}" + (f" static_failed={st.static_failed}" if st.static_failed else "") + \
+            (" static_beaten=1" if st.static_beaten else "")
         log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} retimed={st.retimed} "
             f"{static} | "
             f"lower={st.lower_s:.1f}s compile_wait={st.compile_wait_s:.1f}s time={st.time_s:.1f}s "

@@ -43,13 +43,20 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # stay GEMMs) and suspect batches are re-timed once, the lower kept (plan.suspects);
 # 2.0.0: engine v2 as first run on the H100 (datasets/README.md says which shards are which)
 # 2.2.0: the top contenders re-timed as static-shape kernels (FLAG_STATIC, timing.static_top);
-# 2.3.0: a disturbed round of that re-time is dropped (plan.drop_disturbed_rounds) and the
-# compile workers run at a lower CPU priority than the timing process (COMPILE_NICE)
+# 2.3.0: a disturbed round of that re-time is dropped (plan.drop_disturbed_rounds), near
+# ties join the static targets (plan.STATIC_NEAR_FACTOR), untimed warm-up rounds precede the
+# static rounds (STATIC_WARMUP_S), and the compile workers run at a lower CPU priority than
+# the timing process (COMPILE_NICE)
 ENGINE_VERSION = "2.3.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
 STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10)
+# Before those rounds the GPU idled while the static kernels compiled (~1-2 s), and an idle
+# GPU lowers its clocks (KINDS.md: 345 MHz idle, 1,980 MHz under load); the runtime pass,
+# timed back to back, read 7% lower than the same kernel timed after such a gap. So the
+# targets first run, untimed, for this long (at most STATIC_WARMUP_ROUNDS rounds).
+STATIC_WARMUP_S, STATIC_WARMUP_ROUNDS = 0.05, 20
 # CPU priority (nice increment) of the compile workers: below the timing process, so a
 # launch batch is not descheduled past its GPU spin while the pools compile the next
 # problem (2.2.0 ran both pools, up to 26 processes, at the timer's priority on 16 cores).
@@ -103,6 +110,7 @@ class Stats:
     static: int = 0           # records re-timed as static-shape kernels (FLAG_STATIC)
     static_failed: int = 0    # static targets whose kernel did not compile, run or match ATen
     static_s: float = 0.0     # wall seconds of the static stage (its compile wait included)
+    static_beaten: int = 0    # 1: a record not re-timed as static is still the problem's best Triton record
     lowered_as: str = ""
     best_triton_us: float = 0.0
     aten_us: float = 0.0
@@ -175,9 +183,10 @@ class Engine:
                                            initializer=_pool_init, initargs=(device, COMPILE_NICE))
         # Static-shape kernels compile in their own pool: the main one is FIFO and already
         # holds the next problem's compiles, which the current problem must not wait behind.
-        # One worker per target, so a problem's static kernels compile in one wave (~1-2 s);
+        # One worker per target (up to 2 x static_top + DEFAULT's with near ties, at most
+        # the main pool's size), so a problem's static kernels compile in one wave (~1-2 s);
         # the two pools oversubscribe the cores only while the next problem still compiles.
-        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(spec.timing.static_top + 1, n)),
+        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(2 * spec.timing.static_top + 1, n)),
                                                   mp_context=mp.get_context("spawn"),
                                                   initializer=_pool_init, initargs=(device, STATIC_COMPILE_NICE)) \
             if spec.timing.static_top else None
@@ -266,6 +275,10 @@ class Engine:
         fns.update({id(e): runtime_fns[id(e)] for e in aten})
         st.static = retime_static(targets + aten, fns, self.timer.repeat, max(tm.min_repeats, 10), STATIC_ROUNDS,
                                   deadline)
+        st.static_beaten = static_beaten(pl.entries)
+        if st.static_beaten:
+            from .problems import describe
+            self.log(f"  note: a record not timed as static is the best Triton record of {describe(p)}")
 
     # -- timing --------------------------------------------------------------------------
     def run(self, pl: Planned) -> tuple[list[wire.ShardRecord], Stats]:
@@ -407,16 +420,25 @@ def output_error(fn, out, ref, ref_norm: float) -> float:
 
 
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
-                  clock=time.perf_counter) -> int:
+                  clock=time.perf_counter, warmup_s: float | None = None) -> int:
     """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
     kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
     batch of n repeats of every such target in turn (interleaved, against drift). The new
     samples replace the old ones, less any round disturbed past the GPU spin
-    (plan.drop_disturbed_rounds); a Triton entry is marked static. The deadline is checked
+    (plan.drop_disturbed_rounds); a Triton entry is marked static. Untimed warm-up rounds
+    come first, for `warmup_s` (default STATIC_WARMUP_S; the GPU idled while the static
+    kernels compiled). The deadline is checked
     between rounds, so every re-timed entry has the same number of batches; a target
     without a launch keeps its samples. Returns how many Triton entries became static."""
     live = [e for e in targets if id(e) in fns]
     new: dict = {id(e): [] for e in live}   # id -> that target's rounds
+    warmup_s = STATIC_WARMUP_S if warmup_s is None else warmup_s
+    w0 = clock()
+    for _ in range(STATIC_WARMUP_ROUNDS if live and warmup_s > 0 else 0):   # untimed: clocks up
+        if clock() - w0 >= warmup_s or clock() > deadline:
+            break
+        for e in live:
+            repeat(fns[id(e)], n)
     for _ in range(rounds):
         if not live or clock() > deadline:
             break
@@ -431,6 +453,16 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
                 e.static = True
                 done += 1
     return done
+
+
+def static_beaten(entries: list) -> int:
+    """1 when some Triton entries were re-timed as static and the fastest ok Triton entry
+    is not one of them (the runtime pass and the static rounds disagree; a measure of
+    STATIC_NEAR_FACTOR and the warm-up), else 0."""
+    tri = [e for e in entries if e.is_triton and e.status == "ok" and e.samples]
+    if not any(e.static for e in tri):
+        return 0
+    return int(not min(tri, key=lambda e: summarize(e.samples).median).static)
 
 
 def retime_suspects(entries: list, fns: dict, repeat, n: int, deadline: float,
