@@ -19,7 +19,8 @@ three times in this process (ours via torch_diode.collect.template, with runtime
 as the problem's static-shape kernel class; Inductor's via torch.compile max-autotune with
 a choices hook that keeps exactly that config, Triton only), checked against ATen's output,
 and timed right after Inductor's compile (a later compile resets Dynamo), the three
-interleaved, 5 rounds x 10 repeats each. Each pair is also profiled (CUPTI kernel
+interleaved, 5 rounds x 10 repeats each, after 50 ms of untimed rounds (since session 7:
+the GPU idled through the compile). Each pair is also profiled (CUPTI kernel
 durations, cold L2): Inductor's compiled call may run kernels besides its GEMM template
 (a bias copy, a pointwise epilogue), which the events around the call count; the profile
 names them, and `ratio_kernel` compares our kernel with Inductor's template kernel alone.
@@ -142,6 +143,18 @@ def kernel_profile(fn, flush, reps: int = 10) -> dict:
     names = sorted({n for c in calls for n in c})
     return {"kernels": {n: median([c.get(n, 0.0) for c in calls]) for n in names},
             "total_us": median([sum(c.values()) for c in calls])}
+
+
+def warm_up(fns: list, timer, seconds: float, max_rounds: int = 20) -> int:
+    """Untimed rounds of `fns` (10 launches each) until `seconds` of wall time have passed,
+    at most `max_rounds`: after an idle gap (a compile) the GPU's clocks are down, and the
+    first timed rounds would read high. Returns the rounds run."""
+    t0, n = time.perf_counter(), 0
+    while n < max_rounds and time.perf_counter() - t0 < seconds:
+        for f in fns:
+            timer.repeat(f, 10)
+        n += 1
+    return n
 
 
 def pick_agrees(rows: list[dict], by: str, truth: str = "inductor_us"):
@@ -373,7 +386,7 @@ def main(argv=None) -> int:
     import torch
 
     from torch_diode import wire
-    from torch_diode.collect.engine import _aten_fn, output_error
+    from torch_diode.collect.engine import STATIC_WARMUP_S, _aten_fn, output_error
     from torch_diode.inductor_compat import set_tf32
     from torch_diode.collect.problems import make_inputs
     from torch_diode.collect.timing import BatchTimer
@@ -424,6 +437,9 @@ def main(argv=None) -> int:
                       flush=True)
                 stat = None
             so, si, ss = [], [], []
+            # The GPU idled through Inductor's compile: untimed rounds first, as the
+            # collector's static stage does (its clocks drop when idle).
+            warm_up([f for f in (ours, ind, stat) if f is not None], timer, STATIC_WARMUP_S)
             for _ in range(5):  # interleaved, against drift
                 so += timer.repeat(ours, 10)
                 si += timer.repeat(ind, 10)
@@ -467,6 +483,7 @@ def main(argv=None) -> int:
             mat, mat_failed = best_fn, True
         mat_compile = time.perf_counter() - t0
         sb, sm = [], []
+        warm_up([best_fn, mat], timer, STATIC_WARMUP_S)
         for _ in range(5):
             sb += timer.repeat(best_fn, 10)
             sm += timer.repeat(mat, 10)
