@@ -170,6 +170,22 @@ TEST(DatasetStats, CountsOkRecordsTimedAsStaticShapeKernels) {
   EXPECT_NE(render_stats(j).find(", timed as static-shape kernels 2"), std::string::npos) << render_stats(j);
 }
 
+TEST(DatasetStats, CountsProblemsWhoseBestTritonRecordIsStatic) {
+  Dataset d = stats_dataset();  // 50 records per problem: problem 0 is records 0-49, problem 1 50-99
+  auto& s = d.shards[0];
+  s.records[0].median_us = 0.5;          // ATen, fastest of problem 0: not a Triton record
+  s.records[5].flags |= 1u << 3;         // problem 0: the static record is the fastest Triton one
+  s.records[5].median_us = 1.0;
+  s.records[60].flags |= 1u << 3;        // problem 1: a first-pass record stays faster
+  s.records[60].median_us = 1e6;
+  const auto j = dataset_stats(d);
+  const auto& q = j["timing_methods"].begin().value()["ok_records_by_collector"].begin().value();
+  EXPECT_EQ(q["problems_with_static_shape"], 2);
+  EXPECT_EQ(q["problems_best_triton_static_shape"], 1);
+  EXPECT_NE(render_stats(j).find("; best Triton record static on 1 of 2 problems"), std::string::npos)
+      << render_stats(j);
+}
+
 TEST(DatasetStats, RenderedLog2BucketsInNumericOrder) {
   const std::string text = render_stats(dataset_stats(stats_dataset()));
   const auto line_start = text.find("coverage m");
