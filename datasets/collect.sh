@@ -4,7 +4,7 @@
 # TF32; dataset2 adds the layer shapes of common models, more M = 1, batches up to 128) of
 # seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
 # parts already in .carry/collect-$1 (they survive between calls while the machine stays
-# warm, or carry that folder to a fresh one). Copies the new part, its .stats.json sidecar
+# warm) or after the seed's files committed under datasets/. Copies the new part, its .stats.json sidecar
 # and its log to $OUT. Seeds up to 2026112509 were drawn with --mix dataset: resume them
 # with it (the default); new seeds use dataset2.
 #   bash datasets/collect.sh 2026112504 200 540
@@ -16,12 +16,19 @@ D=.carry/collect-$seed; mkdir -p "$D"
 spec=$D/spec.json
 [ -f "$spec" ] || python -m torch_diode.collect.sample --n "$n" --seed "$seed" --mix "$mix" \
   --shard-id "dataset-mix${mix#dataset}/$seed" --out "$spec"
-first=$(python - "$D" <<'PY'
-import glob, json, sys
+# Resume after the last problem collected: in this machine's parts (.carry survives while
+# it stays warm) or in the files committed under datasets/ (named ...-SEED-pFIRST-LAST),
+# so a fresh machine does not collect a committed problem again.
+first=$(python - "$D" "$seed" <<'PY'
+import glob, json, re, sys
 done = 0
 for f in sorted(glob.glob(sys.argv[1] + "/part-*.msgpack.stats.json")):
     idx = [p["index"] for p in json.load(open(f))["problems"]]
     done = max([done] + [i + 1 for i in idx])
+for f in glob.glob("datasets/*/*-" + sys.argv[2] + "-p*.msgpack.gz"):
+    m = re.search(r"-" + sys.argv[2] + r"-p(\d+)-(\d+)\.msgpack\.gz$", f)
+    if m:
+        done = max(done, int(m.group(2)) + 1)
 print(done)
 PY
 )
