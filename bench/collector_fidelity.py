@@ -145,18 +145,6 @@ def kernel_profile(fn, flush, reps: int = 10) -> dict:
             "total_us": median([sum(c.values()) for c in calls])}
 
 
-def warm_up(fns: list, timer, seconds: float, max_rounds: int = 20) -> int:
-    """Untimed rounds of `fns` (10 launches each) until `seconds` of wall time have passed,
-    at most `max_rounds`: after an idle gap (a compile) the GPU's clocks are down, and the
-    first timed rounds would read high. Returns the rounds run."""
-    t0, n = time.perf_counter(), 0
-    while n < max_rounds and time.perf_counter() - t0 < seconds:
-        for f in fns:
-            timer.repeat(f, 10)
-        n += 1
-    return n
-
-
 def pick_agrees(rows: list[dict], by: str, truth: str = "inductor_us"):
     """Whether the config with the lowest `by` among `rows` (one problem's configs; rows
     without `by` or `truth` are left out) is within 2% of the best `truth` of all rows that
@@ -190,18 +178,20 @@ def derive_row(x: dict) -> None:
         x.setdefault("static_kernel_us", x["ratio_static_kernel"] * x["inductor_kernel_us"])
 
 
-PICKS = (("best_agrees", "ours_us"), ("static_best_agrees", "static_us"),
-         ("recorded_best_agrees", "collector_recorded_us"),
+# (verdict name, the figure that picks, how the report names the pick)
+PICKS = (("best_agrees", "ours_us", ""),
+         ("recorded_best_agrees", "collector_recorded_us", ", picked by the collector's recorded medians (the dataset)"),
+         ("static_best_agrees", "static_us", ", picked by the static-shape kernels"),
          # the static kernels picked by their own CUPTI time: how well two measurements of
          # the same kernels agree, the floor of the other verdicts
-         ("static_kernel_best_agrees", "static_kernel_us"))
+         ("static_kernel_best_agrees", "static_kernel_us", ", picked by the static-shape kernels' CUPTI time"))
 
 
 def judge_picks(rows: list[dict]) -> dict:
     """One problem's agreement verdicts: each pick (ours, static, the dataset's recorded
     medians) judged by Inductor's events time and by its template kernel's time."""
     out = {}
-    for name, by in PICKS:
+    for name, by, _ in PICKS:
         out[name + "_2pct"] = pick_agrees(rows, by)
         out[name + "_kernel_2pct"] = pick_agrees(rows, by, "inductor_kernel_us")
     return out
@@ -236,7 +226,7 @@ def summarize(rows: list[dict], problems: list[dict]) -> dict:
         kr = [x[key] for x in rows if x.get(key)]
         if kr:
             out[key] = {"median": median(kr), "p90": p90(kr), "min": min(kr), "max": max(kr), "n": len(kr)}
-    for name, _ in PICKS:
+    for name, _, _ in PICKS:
         for suffix in ("", "_kernel"):
             agreed = [x[name + suffix + "_2pct"] for x in problems if x.get(name + suffix + "_2pct") is not None]
             if agreed:
@@ -276,10 +266,7 @@ def print_summary(sm: dict, device: str = "") -> None:
             print(f"per-config ratio {what}, {r['n']} configs: median {r['median']:.4f}, p90 {r['p90']:.4f}, "
                   f"min {r['min']:.4f}, max {r['max']:.4f}")
     for suffix, judged in (("", ""), ("_kernel", ", judged by Inductor's template kernel (CUPTI)")):
-        for name, who in (("best_agrees", ""), ("recorded_best_agrees", ", picked by the collector's recorded "
-                                                "medians (the dataset)"),
-                          ("static_best_agrees", ", picked by the static-shape kernels"),
-                          ("static_kernel_best_agrees", ", picked by the static-shape kernels' CUPTI time")):
+        for name, _, who in PICKS:
             if name + suffix in sm:
                 got = sm[name + suffix]
                 print(f"best config agrees within 2%{who}{judged}: {got['yes']}/{got['of']} problems")
@@ -301,12 +288,12 @@ def our_kernel(p, cfg, tensors, static: bool = False):
     """The collector's kernel for a recorded config, as a launch function; with `static`,
     the same template rendered with this problem's sizes and strides as literals."""
     from torch_diode.collect import template
+    from torch_diode.collect.engine import _launcher
     params = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
               "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages, "num_warps": cfg.num_warps}
     kc = template.kernel_class(p, cfg.even_k, static=static)
     grid, args, consts = template.launch_args(kc, p, tensors, params, cfg.allow_tf32)
-    kern = template.load(kc)
-    return lambda: kern[grid](*args, **consts)
+    return _launcher(template.load(kc), grid, args, consts)
 
 
 def compile_inductor(p, target_json, inputs, search_space="EXHAUSTIVE", backends="TRITON"):
@@ -386,7 +373,7 @@ def main(argv=None) -> int:
     import torch
 
     from torch_diode import wire
-    from torch_diode.collect.engine import STATIC_WARMUP_S, _aten_fn, output_error
+    from torch_diode.collect.engine import STATIC_WARMUP_S, _aten_fn, output_error, warm_up
     from torch_diode.inductor_compat import set_tf32
     from torch_diode.collect.problems import make_inputs
     from torch_diode.collect.timing import BatchTimer
@@ -439,7 +426,7 @@ def main(argv=None) -> int:
             so, si, ss = [], [], []
             # The GPU idled through Inductor's compile: untimed rounds first, as the
             # collector's static stage does (its clocks drop when idle).
-            warm_up([f for f in (ours, ind, stat) if f is not None], timer, STATIC_WARMUP_S)
+            warm_up(timer.repeat, [f for f in (ours, ind, stat) if f is not None], 10, STATIC_WARMUP_S)
             for _ in range(5):  # interleaved, against drift
                 so += timer.repeat(ours, 10)
                 si += timer.repeat(ind, 10)
@@ -470,7 +457,6 @@ def main(argv=None) -> int:
             derive_row(row)
             prob_rows.append(row)
         rows += prob_rows
-        # Best-config agreement among the same configs, both timed by Inductor's kernels.
         # Collector's best (Triton or ATen) vs max-autotune DEFAULT's pick, same timer.
         best_rec = min(recs, key=lambda r: r.median_us)
         best_fn = our_kernel(p, best_rec.config, tensors) if best_rec.config.is_triton else _aten_fn(p, bias, A, B, c)
@@ -483,7 +469,7 @@ def main(argv=None) -> int:
             mat, mat_failed = best_fn, True
         mat_compile = time.perf_counter() - t0
         sb, sm = [], []
-        warm_up([best_fn, mat], timer, STATIC_WARMUP_S)
+        warm_up(timer.repeat, [best_fn, mat], 10, STATIC_WARMUP_S)
         for _ in range(5):
             sb += timer.repeat(best_fn, 10)
             sm += timer.repeat(mat, 10)

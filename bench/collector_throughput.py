@@ -38,6 +38,7 @@ def quantile(xs, q):
 
 
 STAGES = ("lower_s", "compile_wait_s", "time_s", "static_s", "wall_s")
+COUNTS = ("static", "static_failed", "static_beaten", "retimed", "mismatched")
 
 
 def stage_breakdown(problems: list[dict]) -> dict:
@@ -50,7 +51,7 @@ def stage_breakdown(problems: list[dict]) -> dict:
         xs = [float(x[k]) for x in problems if k in x]
         if xs:
             out[k] = {"median": statistics.median(xs), "total": sum(xs)}
-    for k in ("static", "static_failed", "static_beaten", "retimed", "mismatched"):
+    for k in COUNTS:
         if any(k in x for x in problems):
             out[k] = sum(int(x.get(k, 0)) for x in problems)
     return out
@@ -60,7 +61,7 @@ def print_breakdown(b: dict) -> None:
     parts = [f"{k[:-2]} {v['median']:.1f} s median / {v['total']:.0f} s total" for k, v in b.items()
              if isinstance(v, dict)]
     print(f"stages over {b['problems']} problems: " + "; ".join(parts))
-    counts = {k: b[k] for k in ("static", "static_failed", "static_beaten", "retimed", "mismatched") if k in b}
+    counts = {k: b[k] for k in COUNTS if k in b}
     if counts:
         print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 

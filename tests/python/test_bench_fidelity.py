@@ -202,17 +202,3 @@ def test_static_kernel_time_is_derived_for_old_parts_and_judged():
     assert probs[0]["static_best_agrees_kernel_2pct"] is True                # events pick row 1
     assert "static_kernel_best_agrees_kernel" in f.summarize([{**x, "ratio": 1.0} for x in rows], probs)
 
-
-def test_warm_up_runs_untimed_rounds_for_a_while_and_is_bounded():
-    class Timer:
-        def __init__(self):
-            self.calls = []
-
-        def repeat(self, fn, n):
-            self.calls.append((fn, n))
-            return [1.0] * n
-
-    t = Timer()
-    assert f.warm_up(["a", "b"], t, 0.0) == 0 and t.calls == []
-    assert f.warm_up(["a", "b"], t, 3600.0, max_rounds=3) == 3
-    assert t.calls == [("a", 10), ("b", 10)] * 3

@@ -368,7 +368,7 @@ def test_retime_static_replaces_samples_interleaved_and_marks_records():
     c = _entry("triton::mm", _cfg(4), [7.0] * 20)
     assert retime_static([c], {id(c): "fc"}, repeat, 10, 3, deadline=1.0, clock=lambda: 2.0, warmup_s=0) == 0
     assert c.samples == [7.0] * 20 and not c.static                # past the deadline: untouched
-    ticks = iter([0.0, 0.0, 0.0, 2.0])                             # warm-up start; deadline after round 2
+    ticks = iter([0.0, 0.0, 2.0])                                  # the deadline falls after round 2
     d, e = _entry("triton::mm", _cfg(5), [7.0]), _entry("triton::mm", _cfg(6), [7.0])
     assert retime_static([d, e], {id(d): "fa", id(e): "fb"}, repeat, 5, 3, 1.0, clock=lambda: next(ticks),
                          warmup_s=0) == 2
@@ -410,6 +410,20 @@ def test_retime_static_warms_the_gpu_up_untimed_first():
     b = _entry("triton::mm", _cfg(2), [5.0] * 20)
     retime_static([b], {id(b): "fb"}, repeat, 10, 3, 1.0, clock=lambda: 0.0, warmup_s=0.05)
     assert len(calls) == STATIC_WARMUP_ROUNDS + 3                   # a stuck clock: bounded warm-up
+
+
+def test_warm_up_runs_untimed_rounds_for_a_while_and_is_bounded():
+    # the collector's static stage and bench/collector_fidelity.py both warm up through it
+    from torch_diode.collect.engine import warm_up
+    calls = []
+
+    def repeat(fn, n):
+        calls.append((fn, n))
+        return [1.0] * n
+
+    assert warm_up(repeat, ["a", "b"], 10, 0.0) == 0 and calls == []
+    assert warm_up(repeat, ["a", "b"], 10, 3600.0, max_rounds=3) == 3
+    assert calls == [("a", 10), ("b", 10)] * 3
 
 
 def test_static_beaten_says_when_a_runtime_record_stays_the_best():

@@ -14,10 +14,12 @@ Per problem:
      adaptive (plan.repeats_for); suspect records (plan.suspects: a wide spread, or far
      slower than the same config at another num_stages) are re-timed once, keeping the
      lower batch.
-  4. The fastest `timing.static_top` Triton configs (and DEFAULT's fastest) are compiled
-     again as the problem's *static* kernel class (sizes and strides as literals, as
-     Inductor compiles them: template.kernel_class(static=True)) in a second, smaller pool,
-     and re-timed interleaved; their records carry FLAG_STATIC. The runtime-size kernels
+  4. The fastest `timing.static_top` Triton configs, any near tie (plan.static_targets)
+     and DEFAULT's fastest are compiled again as the problem's *static* kernel class
+     (sizes and strides as literals, as Inductor compiles them:
+     template.kernel_class(static=True)) in a second pool, and re-timed interleaved with
+     ATen after untimed warm-up rounds, disturbed rounds dropped (retime_static); their
+     records carry FLAG_STATIC. The runtime-size kernels
      rank the space fast; the static ones time the contenders as Inductor would run them
      (bench/RESULTS.md: runtime sizes were 1.057x Inductor's kernels and picked its best
      on 13 of 21 problems, static ones 1.003x and 21 of 21). With static_top 0 the
@@ -419,26 +421,36 @@ def output_error(fn, out, ref, ref_norm: float) -> float:
     return ((out.float() - ref.float()).norm().item()) / ref_norm
 
 
+def warm_up(repeat, fns: list, n: int, seconds: float, deadline: float = float("inf"),
+            clock=time.perf_counter, max_rounds: int = STATIC_WARMUP_ROUNDS) -> int:
+    """Untimed rounds of `fns` (`repeat(fn, n)` each, in turn) until `seconds` have passed,
+    at most `max_rounds` and never past `deadline`: after an idle gap (a compile) the GPU's
+    clocks are down, and the first timed rounds would read high. Returns the rounds run."""
+    if not fns or seconds <= 0:
+        return 0
+    t0, done = clock(), 0
+    while done < max_rounds and not (clock() - t0 >= seconds or clock() > deadline):
+        for fn in fns:
+            repeat(fn, n)
+        done += 1
+    return done
+
+
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
                   clock=time.perf_counter, warmup_s: float | None = None) -> int:
     """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
     kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
     batch of n repeats of every such target in turn (interleaved, against drift). The new
     samples replace the old ones, less any round disturbed past the GPU spin
-    (plan.drop_disturbed_rounds); a Triton entry is marked static. Untimed warm-up rounds
+    (plan.drop_disturbed_rounds); a Triton entry is marked static. Untimed warm_up rounds
     come first, for `warmup_s` (default STATIC_WARMUP_S; the GPU idled while the static
-    kernels compiled). The deadline is checked
-    between rounds, so every re-timed entry has the same number of batches; a target
-    without a launch keeps its samples. Returns how many Triton entries became static."""
+    kernels compiled). The deadline is checked between rounds, so every re-timed entry has
+    the same number of batches; a target without a launch keeps its samples. Returns how
+    many Triton entries became static."""
     live = [e for e in targets if id(e) in fns]
     new: dict = {id(e): [] for e in live}   # id -> that target's rounds
-    warmup_s = STATIC_WARMUP_S if warmup_s is None else warmup_s
-    w0 = clock()
-    for _ in range(STATIC_WARMUP_ROUNDS if live and warmup_s > 0 else 0):   # untimed: clocks up
-        if clock() - w0 >= warmup_s or clock() > deadline:
-            break
-        for e in live:
-            repeat(fns[id(e)], n)
+    warm_up(repeat, [fns[id(e)] for e in live], n, STATIC_WARMUP_S if warmup_s is None else warmup_s,
+            deadline, clock)
     for _ in range(rounds):
         if not live or clock() > deadline:
             break

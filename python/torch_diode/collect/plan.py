@@ -126,11 +126,11 @@ def drop_disturbed_rounds(batches: list, factor: float = DISTURBED_ROUND_FACTOR)
     """Of one kernel's interleaved rounds (lists of samples), those whose median is within
     `factor` of the lowest round median, in their order: as in keep_lower, a disturbance
     only adds time, so the lowest round always stays. Empty rounds are dropped."""
-    meds = [summarize(b).median for b in batches if b]
+    meds = [(b, summarize(b).median) for b in batches if b]
     if not meds:
         return []
-    floor = min(meds)
-    return [b for b in batches if b and summarize(b).median <= factor * floor]
+    floor = min(m for _, m in meds)
+    return [b for b, m in meds if m <= factor * floor]
 
 
 def contenders(times: dict, factor: float = CONTENDER_FACTOR, limit: int = MAX_CONTENDERS) -> list:
