@@ -48,7 +48,6 @@ struct ShapeSpec {
   std::vector<uint64_t> batches{1, 4, 16, 64};  // drawn uniformly for bmm/baddbmm
 };
 
-// Mirrors the collector's spec "timing" object (python/torch_diode/collect/spec.py).
 // sweep.timing: passed to the collector's spec (python/torch_diode/collect/spec.py,
 // `Timing`) unchanged. The defaults are the collector's; tests/python checks that the
 // coordinator's shard specs parse there with the values a manifest set.

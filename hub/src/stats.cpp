@@ -87,12 +87,6 @@ constexpr const char* kUnrecorded = "unrecorded";
 
 std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded : s; }
 
-// Record flag bit 1 (docs/wire-format.md): the config is in Inductor's DEFAULT
-// list for this problem (collector v2).
-constexpr uint64_t kRecordInDefault = 1u << 1;
-// Bit 3: timed as the problem's static-shape kernel (sizes as literals, as Inductor compiles it).
-constexpr uint64_t kRecordStaticShape = 1u << 3;
-
 // The op's own ATen kernel ("aten") or another extern ATen choice ("aten::bias_addmm").
 bool is_aten(const std::string& template_id) { return template_id == "aten" || template_id.rfind("aten::", 0) == 0; }
 

@@ -56,7 +56,10 @@ struct KernelConfig {
 
 enum class TimingStatus : uint8_t { ok, compile_error, out_of_resources, timeout };
 
-inline constexpr uint64_t kRecordReplayed = 1u << 0;
+// Record flag bits (docs/wire-format.md; the collector's FLAG_* in collect/engine.py).
+inline constexpr uint64_t kRecordReplayed = 1u << 0;     // the replay runner's answer, not measured
+inline constexpr uint64_t kRecordInDefault = 1u << 1;    // the config is in Inductor's DEFAULT list
+inline constexpr uint64_t kRecordStaticShape = 1u << 3;  // timed as the problem's static-shape kernel
 
 struct TimingRecord {
   Problem problem;
