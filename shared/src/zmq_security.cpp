@@ -28,13 +28,15 @@ CurveKeyPair generate_curve_keypair() {
 CurveKeyPair load_curve_keypair(const std::string& path) {
   std::string text = io::read_file(path, 4096);
   {
-    // A .pub file: the bare Z85 public key (surrounding whitespace ignored).
+    // A .pub file: the bare Z85 public key (surrounding whitespace ignored). Decided by the
+    // key itself, not its first character: '{' is a Z85 digit, so 1 key in 85 starts with
+    // one (a JSON key file never is a valid key: '"' is not a Z85 digit).
     size_t b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
-    if (b != std::string::npos && text[b] != '{') {
+    if (b != std::string::npos) {
       std::string key = text.substr(b, e - b + 1);
-      if (!is_valid_z85_key(key))
+      if (is_valid_z85_key(key)) return {key, {}};
+      if (text[b] != '{')
         throw std::runtime_error(path + ": neither a JSON key file nor a 40-character Z85 public key");
-      return {key, {}};
     }
   }
   nlohmann::json j;

@@ -90,6 +90,12 @@ TEST(ZmqSecurity, KeygenWritesKeyPairAndPubFile) {
   EXPECT_TRUE(from_pub.secret_z85.empty());
   EXPECT_EQ(load_curve_keypair(key).public_z85, pub);
   EXPECT_EQ(load_allowlist(key + ".pub"), std::set<std::string>{pub});
+  // '{' is a Z85 digit: a bare key that starts with one (1 key in 85) is still a bare key,
+  // not a JSON file (CI once drew such a key here).
+  const std::string brace = "{0000" + pub.substr(5);
+  ASSERT_TRUE(is_valid_z85_key(brace));
+  std::ofstream(dir / "brace.pub") << brace << "\n";
+  EXPECT_EQ(load_curve_keypair((dir / "brace.pub").string()).public_z85, brace);
   std::ofstream(dir / "junk.pub") << "not a key\n";
   EXPECT_THROW(load_curve_keypair((dir / "junk.pub").string()), std::runtime_error);
   fs::remove_all(dir);
