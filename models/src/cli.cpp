@@ -19,7 +19,7 @@ void register_model_commands(CLI::App& app) {
   struct Opts {
     std::string model, dataset, report, split = "test", list_split, compare;
     std::vector<std::string> rankings;
-    bool include_community = false, json = false, gate = false;
+    bool include_community = false, json = false, gate = false, cross_hardware = false;
     double max_spread = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -48,6 +48,9 @@ void register_model_commands(CLI::App& app) {
               "no worse than the compared model's, 0.2% tolerance); exit 3 when the model fails it");
   v->add_flag("--json", o->json, "print the overall view as JSON (docs/training.md) instead of tables");
   v->add_flag("--include-community", o->include_community, "also use community-contributed shards");
+  v->add_flag("--cross-hardware", o->cross_hardware,
+              "score the model on another hardware's dataset (does an H100 model rank an H200's configs well?); "
+              "the output names both keys. Without it a dataset of another hardware is refused");
   v->add_option("--max-spread", o->max_spread,
                 "> 0: score as if every ok record whose spread (IQR) exceeds this x its median had never been "
                 "timed (diode-train --max-spread): a disturbed record neither counts as a pick's time nor as a "
@@ -70,13 +73,16 @@ void register_model_commands(CLI::App& app) {
     if (o->model.empty()) throw std::runtime_error("--model is required (unless --list-split)");
     if (o->gate && o->compare.empty()) throw std::runtime_error("--gate needs --compare (the published model)");
     const models::ModelDir m = models::load_model_dir(o->model);
-    go.hardware_key = m.hardware_key;
+    // Cross-hardware scoring compares the model's picks with what the other GPU measured;
+    // the split is the dataset's own (by problem hash), so 'all' is the honest choice there.
+    go.hardware_key = o->cross_hardware ? d.hardware_key : m.hardware_key;
     go.include_community = o->include_community;
     go.max_spread = o->max_spread;
     const auto groups = models::group_by_problem(d, go);
     const auto idx = models::split_indices(groups, o->split);
     if (idx.empty()) throw std::runtime_error("the '" + o->split + "' split of this dataset has no problems");
-    models::Evaluation ev = models::evaluate_model(m, d.hardware_key, groups, idx);
+    const std::string scored_as = o->cross_hardware ? m.hardware_key : d.hardware_key;
+    models::Evaluation ev = models::evaluate_model(m, scored_as, groups, idx);
     std::vector<std::string> names;
     std::vector<std::string> notes;
     for (const auto& path : o->rankings) {
@@ -94,17 +100,21 @@ void register_model_commands(CLI::App& app) {
     std::optional<models::Evaluation> other;
     if (!o->compare.empty()) {
       const models::ModelDir m2 = models::load_model_dir(o->compare);
-      other = models::evaluate_model(m2, d.hardware_key, groups, idx);
+      other = models::evaluate_model(m2, o->cross_hardware ? m2.hardware_key : d.hardware_key, groups, idx);
     }
     nlohmann::json j = models::validate_json(ev, names);
     if (other) j["compare"] = models::validate_json(*other, {})["model"];
+    if (o->cross_hardware) j["cross_hardware"] = {{"model", m.hardware_key}, {"dataset", d.hardware_key}};
     // The hub's publish rule (retrain_gate.cpp), so a release and the hub decide alike.
     const bool passes = !o->gate || models::better_or_equal(ev.metrics, other->metrics);
     if (o->gate) j["gate"] = {{"rule", "better_or_equal"}, {"passes", passes}};
     if (o->json) {
       std::cout << j.dump() << "\n";
     } else {
-      std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n"
+      std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n";
+      if (o->cross_hardware)
+        std::cout << "cross-hardware: a " << m.hardware_key << " model judged by " << d.hardware_key << "'s timings\n";
+      std::cout
                 << models::format_metrics(ev.metrics) << models::format_overall(ev, names);
       for (const auto& n : notes) std::cout << "  " << n << "\n";
       if (other)

@@ -171,6 +171,27 @@ def test_max_spread_scores_without_disturbed_records(trained):
     assert r.returncode != 0 and "max-spread" in (r.stderr + r.stdout)
 
 
+def test_cross_hardware_scores_another_gpus_dataset(trained, tmp_path):
+    """The same weights named for another GPU: refused on this dataset without
+    --cross-hardware; with it, scored exactly as the original, both keys named."""
+    import shutil
+    _, data, (model, _) = trained
+    other = tmp_path / "h200"
+    shutil.copytree(model, other)
+    mj = json.loads((other / "model.json").read_text())
+    assert mj["hardware_key"] == "nvidia-h100-80gb"
+    mj["hardware_key"] = "nvidia-h200-144gb"
+    (other / "model.json").write_text(json.dumps(mj))
+    r = subprocess.run([str(DIODE), "validate", "--model", str(other), "--dataset", str(data), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "nvidia-h200-144gb" in r.stderr and "nvidia-h100-80gb" in r.stderr
+    base = json.loads(run(DIODE, "validate", "--model", model, "--dataset", data, "--json", "--split", "all"))
+    cross = json.loads(run(DIODE, "validate", "--model", other, "--dataset", data, "--json", "--split", "all",
+                           "--cross-hardware"))
+    assert cross.pop("cross_hardware") == {"model": "nvidia-h200-144gb", "dataset": "nvidia-h100-80gb"}
+    assert cross == base
+
+
 @pytest.mark.skipif(not (ANCHORS / "v1_model.pt").exists(), reason="torch-diode 0.1.1 anchors absent")
 def test_torch_diode_011_harness(trained, tmp_path):
     work, data, (model, _) = trained
