@@ -13,8 +13,9 @@
 3. Unless --inductor-timeout 0: Inductor's own EXHAUSTIVE max-autotune on two small
    problems of the mix vs the collector's recorded seconds for the same problems.
 4. Where the seconds went, per stage (lowering, compile wait, timing, the static-shape
-   re-time of collector 2.2.0), from the `<out>.stats.json` sidecar. Without a GPU, for
-   finished collections:  python bench/collector_throughput.py --breakdown A.stats.json ...
+   re-time of collector 2.2.0 with its chase of 2.4.0), from the `<out>.stats.json`
+   sidecar. Without a GPU, for finished collections:
+   python bench/collector_throughput.py --breakdown A.stats.json ...
 """
 from __future__ import annotations
 
@@ -38,14 +39,15 @@ def quantile(xs, q):
 
 
 STAGES = ("lower_s", "compile_wait_s", "time_s", "static_s", "wall_s")
-COUNTS = ("static", "static_failed", "static_beaten", "retimed", "mismatched")
+COUNTS = ("static", "static_failed", "static_beaten", "static_chased", "retimed", "mismatched")
 
 
 def stage_breakdown(problems: list[dict]) -> dict:
     """Where a collection's seconds went, from its `<out>.stats.json` problems: per stage
     (lowering, waiting for compiles, timing, the static-shape re-time of 2.2.0, the whole
-    problem) the median and total seconds, and the static stage's records (re-timed and
-    failed). Stages a collector version did not have are left out."""
+    problem) the median and total seconds, and the static stage's records (re-timed,
+    failed, chased) and problems whose best Triton record is not static. Stages a
+    collector version did not have are left out."""
     out: dict = {"problems": len(problems)}
     for k in STAGES:
         xs = [float(x[k]) for x in problems if k in x]

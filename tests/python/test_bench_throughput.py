@@ -39,3 +39,12 @@ def test_breakdown_of_a_collector_without_the_static_stage(tmp_path):
 
 def test_empty_breakdown():
     assert ct.stage_breakdown([]) == {"problems": 0}
+
+
+def test_breakdown_sums_static_chased_of_collector_2_4_0():
+    probs = [{"wall_s": 3.0, "static": 12, "static_beaten": 0, "static_chased": 2},
+             {"wall_s": 2.0, "static": 10, "static_beaten": 1, "static_chased": 1},
+             {"wall_s": 1.0, "static": 10, "static_beaten": 0}]          # a 2.3.0 problem: no such key
+    b = ct.stage_breakdown(probs)
+    assert b["static_chased"] == 3 and b["static_beaten"] == 1
+    assert "static_chased" not in ct.stage_breakdown([{"wall_s": 1.0, "static": 3}])

@@ -554,3 +554,211 @@ def test_static_stage_end_to_end_with_a_fake_gpu(monkeypatch):
     assert timed.count(aten_fn) == 3 and len(timed) == 3 * 5            # 3 rounds x (4 static + ATen)
     assert st.static_beaten == 0                                        # the best record is a static one
     assert FLAG_STATIC == 8
+
+
+def test_chase_targets_are_first_pass_records_below_the_best_static():
+    times = {"s1": 5.0, "s2": 5.2, "r1": 4.8, "r2": 4.6, "r3": 4.9, "r4": 5.1}
+    static = {"s1", "s2"}
+    assert plan.chase_targets(times, static, 10) == ["r2", "r1", "r3"]   # fastest first; r4 is slower than s1
+    assert plan.chase_targets(times, static, 2) == ["r2", "r1"]          # capped at the limit
+    assert plan.chase_targets(times, static, 0) == ["r2"]                # at least one
+    assert plan.chase_targets({"s1": 4.0, "r1": 4.5}, {"s1"}, 10) == []  # the best is static
+    assert plan.chase_targets(times, set(), 10) == []                    # no static stage ran
+    assert plan.chase_targets({}, set(), 10) == []
+    assert plan.chase_targets({"s1": 5.0, "r1": 5.0}, {"s1"}, 10) == []  # a tie is not faster
+
+
+def _fake_static_engine(monkeypatch, p, static_top, compile_error=(), mismatch=()):
+    """An Engine whose static pool is a thread pool and whose GPU is faked: compiles fail for
+    BLOCK_M in `compile_error`, kernels compute garbage for BLOCK_M in `mismatch`, every
+    launch returns the fn's own `.us` samples (set by the test through `us`)."""
+    import concurrent.futures as cf
+
+    import torch
+
+    from torch_diode.collect import engine as eng
+    from torch_diode.collect.engine import Engine
+    from torch_diode.collect.spec import Spec, Timing
+
+    compiled, timed = [], []
+
+    def fake_compile(kc_, dtype, out_dtype, params, allow):
+        compiled.append(params["BLOCK_M"])
+        return "CompilationError: boom" if params["BLOCK_M"] in compile_error else ""
+
+    class FakeKernel:
+        def __getitem__(self, grid):
+            def launch(*args, **consts):
+                out = args[2]
+                out.copy_(args[0] @ args[1] if consts["BLOCK_M"] not in mismatch else torch.zeros_like(out))
+            return launch
+
+    def fake_launcher(kernel, grid, args, consts):
+        def fn():
+            kernel[grid](*args, **consts)
+        fn.block_m = consts["BLOCK_M"]
+        return fn
+
+    monkeypatch.setattr(eng, "_compile_job", fake_compile)
+    monkeypatch.setattr(eng, "_launcher", fake_launcher)
+    monkeypatch.setattr(template, "load", lambda kc_: FakeKernel())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(eng, "STATIC_WARMUP_S", 0.0)
+
+    e = Engine.__new__(Engine)
+    e.spec = Spec("s/1", "s", (p,), timing=Timing(static_top=static_top))
+    e.log, e.logs = None, []
+    e.log = e.logs.append
+    e.static_pool = cf.ThreadPoolExecutor(2)
+    return e, compiled, timed
+
+
+def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
+    """After the static rounds a first-pass record (3 samples, winner's curse) still reads
+    faster than every static one: the chase compiles it as a static kernel and re-times it
+    with the best static record and ATen; its honest static time is slower, so the problem's
+    best Triton record is a static one again (static_beaten 0)."""
+    import time
+
+    import torch
+
+    from torch_diode.collect.engine import Entry, Planned, Stats
+    from torch_diode.collect.space import Offered
+
+    p = prob("mm", m=96, n=64, k=48, dtype="float32")
+    a, b = torch.randn(96, 48), torch.randn(48, 64)
+    c, ref = torch.empty(96, 64), a @ b
+    tensors = {"a": a, "b": b, "c": c, "bias": None}
+    kc = template.kernel_class(p, True)
+
+    def entry(bm, t, n=5):
+        params = _cfg(3, bm=bm)
+        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
+                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+
+    top = [entry(16, 1.0), entry(32, 1.01)]                           # the static targets (static_top 2)
+    lucky = entry(64, 1.05, n=3)                                       # first pass: 3 low samples
+    lucky2 = entry(128, 1.06, n=3)                                     # also below the static best
+    lucky3 = entry(8, 1.07, n=3)                                       # third below it: past the cap of 2
+    slow = entry(4, 3.0)
+    aten = Entry(Offered("aten::mm", {}, wire.KernelConfig("aten")), is_triton=False, status="ok", samples=[1.5] * 5)
+    # Static kernels read: 16 -> 1.10, 32 -> 1.12 (slower than the first pass: the GPU's clocks),
+    # 64 -> 1.20, 128 -> 1.25 (their honest static times); ATen 1.3.
+    us = {16: 1.10, 32: 1.12, 64: 1.20, 128: 1.25}
+    eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2)
+    aten_fn = object()
+
+    def repeat(fn, n):
+        timed.append(getattr(fn, "block_m", "aten"))
+        return [us[fn.block_m] if fn is not aten_fn else 1.3] * n
+
+    eng_.timer = type("T", (), {"repeat": staticmethod(repeat)})()
+    st = Stats()
+    pl = Planned(0, p, False, "mm", top + [lucky, lucky2, lucky3, slow, aten], 0.0)
+    eng_._static_stage(pl, tensors, ref, float(ref.norm()), deadline=time.perf_counter() + 60, st=st,
+                       runtime_fns={id(aten): aten_fn})
+    eng_.static_pool.shutdown()
+
+    assert compiled[:2] == [16, 32] and sorted(compiled[2:]) == [64, 128]   # the chase: 2 of 3, fastest first
+    assert st.static_chased == 2 and st.static_failed == 0
+    assert lucky.static and lucky.samples == [1.20] * 30 and lucky2.static
+    assert not lucky3.static and lucky3.samples == [1.07] * 3           # beyond the cap: one wave, no loop
+    assert top[0].static and top[0].samples == [1.10] * 30              # the best static, re-timed again
+    assert top[1].static and top[1].samples == [1.12] * 30              # not in the chase: wave 1's rounds
+    assert aten.samples == [1.3] * 30 and not aten.static
+    # wave 1: 3 rounds x (16, 32, ATen); the chase: 3 rounds x (64, 128, the best static 16, ATen)
+    assert timed == [16, 32, "aten"] * 3 + [64, 128, 16, "aten"] * 3
+    assert st.static == 4
+    assert st.static_beaten == 1                                         # lucky3's 1.07 is still below 1.10
+
+
+def test_static_chase_makes_static_beaten_0_when_the_chased_record_is_honest(monkeypatch):
+    import time
+
+    import torch
+
+    from torch_diode.collect.engine import Entry, Planned, Stats
+    from torch_diode.collect.space import Offered
+
+    p = prob("mm", m=96, n=64, k=48, dtype="float32")
+    a, b = torch.randn(96, 48), torch.randn(48, 64)
+    tensors = {"a": a, "b": b, "c": torch.empty(96, 64), "bias": None}
+    kc = template.kernel_class(p, True)
+
+    def entry(bm, t, n=5):
+        params = _cfg(3, bm=bm)
+        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
+                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+
+    best, lucky = entry(16, 1.0), entry(64, 1.05, n=3)
+    us = {16: 1.10, 64: 1.20}
+    eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=1)
+    eng_.timer = type("T", (), {"repeat": staticmethod(lambda fn, n: (timed.append(fn.block_m),
+                                                                      [us[fn.block_m]] * n)[1])})()
+    st = Stats()
+    pl = Planned(0, p, False, "mm", [best, lucky], 0.0)
+    eng_._static_stage(pl, tensors, a @ b, float((a @ b).norm()), deadline=time.perf_counter() + 60, st=st,
+                       runtime_fns={})
+    eng_.static_pool.shutdown()
+    assert compiled == [16, 64] and st.static_chased == 1
+    assert lucky.static and lucky.samples == [1.20] * 30                # formerly faster, now static
+    assert st.static_beaten == 0 and st.static == 2
+    assert timed == [16] * 3 + [64, 16] * 3
+
+
+def test_static_chase_skips_failed_targets_and_counts_failures(monkeypatch):
+    """A first-wave target whose static kernel failed is not chased again; a chased entry
+    whose static kernel fails is counted in static_failed, keeps its record, and no chase
+    rounds run when nothing of the chase compiled. Past the deadline there is no chase."""
+    import time
+
+    import torch
+
+    from torch_diode.collect.engine import Entry, Planned, Stats
+    from torch_diode.collect.space import Offered
+
+    p = prob("mm", m=96, n=64, k=48, dtype="float32")
+    a, b = torch.randn(96, 48), torch.randn(48, 64)
+    tensors = {"a": a, "b": b, "c": torch.empty(96, 64), "bias": None}
+    kc = template.kernel_class(p, True)
+
+    def entry(bm, t, n=5):
+        params = _cfg(3, bm=bm)
+        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
+                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+
+    broken, good, lucky = entry(8, 0.9), entry(16, 1.0), entry(64, 1.05, n=3)
+    eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2, compile_error={8}, mismatch={64})
+    eng_.timer = type("T", (), {"repeat": staticmethod(lambda fn, n: (timed.append(fn.block_m), [1.1] * n)[1])})()
+    st = Stats()
+    pl = Planned(0, p, False, "mm", [broken, good, lucky], 0.0)
+    eng_._static_stage(pl, tensors, a @ b, float((a @ b).norm()), deadline=time.perf_counter() + 60, st=st,
+                       runtime_fns={})
+    assert compiled == [8, 16, 64]                                      # 8 once only
+    assert st.static_chased == 1 and st.static_failed == 2 and st.static == 1
+    assert any("differs from ATen" in line for line in eng_.logs)
+    assert not lucky.static and lucky.samples == [1.05] * 3
+    assert timed == [16] * 3                                            # no chase rounds: nothing compiled
+    assert st.static_beaten == 1
+
+    compiled.clear()
+    fresh = [entry(16, 1.0), entry(64, 1.05, n=3)]
+    st = Stats()
+    eng_._static_chase(Planned(0, p, False, "mm", fresh, 0.0), [], {}, [], {}, tensors, a @ b, 1.0,
+                       deadline=time.perf_counter() - 1, st=st)
+    assert compiled == [] and st.static_chased == 0                     # past the deadline
+    eng_.static_pool.shutdown()
+
+
+def test_log_line_shows_static_chased_only_when_nonzero():
+    from torch_diode.collect.cli import static_counts
+    from torch_diode.collect.engine import Stats
+    assert static_counts(Stats(static=4)) == "static=4"
+    assert static_counts(Stats(static=5, static_failed=1, static_beaten=1, static_chased=2)) == \
+        "static=5 static_failed=1 static_beaten=1 static_chased=2"
+    assert static_counts(Stats(static=3, static_chased=1)) == "static=3 static_chased=1"
+
+
+def test_engine_version_has_the_static_chase():
+    from torch_diode.collect.engine import ENGINE_VERSION, Stats
+    assert ENGINE_VERSION == "2.4.0" and Stats().static_chased == 0

@@ -87,6 +87,14 @@ def engine_method():
     return wire.CollectionMethod(TIMING_METHOD, f"torch_diode.collect {ENGINE_VERSION}")
 
 
+def static_counts(st) -> str:
+    """The static stage's part of a problem's log line (engine.Stats): `static=N`, then
+    `static_failed`, `static_beaten` and `static_chased` (2.4.0) only when non-zero."""
+    return f"static={st.static}" + (f" static_failed={st.static_failed}" if st.static_failed else "") + \
+        (" static_beaten=1" if st.static_beaten else "") + \
+        (f" static_chased={st.static_chased}" if st.static_chased else "")
+
+
 def run_v2(args, spec, hw, engine, jobs, t0) -> int:
     """The v2 loop: problem j+1 is lowered and its compiles queued before problem j is
     timed. The shard is rewritten after every problem (a crash loses one problem)."""
@@ -135,8 +143,7 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         per_problem.append({"index": i, "tf32": tf32, "problem": describe(p), **dataclasses.asdict(st)})
         fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
         lowered = f" lowered_as={st.lowered_as}" if st.lowered_as and st.lowered_as != p.op else ""
-        static = f"static={st.static}" + (f" static_failed={st.static_failed}" if st.static_failed else "") + \
-            (" static_beaten=1" if st.static_beaten else "")
+        static = static_counts(st)
         log(f"{tag}:{lowered} offered={st.offered} ok={st.ok} {fails} mismatched={st.mismatched} retimed={st.retimed} "
             f"{static} | "
             f"lower={st.lower_s:.1f}s compile_wait={st.compile_wait_s:.1f}s time={st.time_s:.1f}s "

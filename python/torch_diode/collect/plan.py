@@ -1,6 +1,6 @@
 """Pure rules of the v2 engine, testable without a GPU: config order, repeat counts,
-suspect records to re-time, contenders for the interleaved re-timing, and kernel-reuse
-grouping."""
+suspect records to re-time, contenders for the interleaved re-timing, the static targets
+and the static chase, and kernel-reuse grouping."""
 from __future__ import annotations
 
 import math
@@ -165,6 +165,20 @@ def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NE
     if dflt and dflt[0] not in out:
         out.append(dflt[0])
     return out
+
+
+def chase_targets(times: dict, static: set, limit: int) -> list:
+    """Keys of the entries for the static chase (collector 2.4.0): those not in `static`
+    whose median (`times`: key -> median, ok Triton entries) is below the fastest static
+    one's, fastest first, at most max(limit, 1). A first-pass median of few samples is the
+    lowest of many noisy ones, so such an entry may only look faster than the static
+    records; the chase times it as a static kernel beside them. Empty when no entry is
+    static (no static stage ran) or the fastest entry is a static one."""
+    best = min((times[k] for k in static if k in times), default=None)
+    if best is None:
+        return []
+    below = sorted((k for k in times if k not in static and times[k] < best), key=lambda k: (times[k], str(k)))
+    return below[:max(limit, 1)]
 
 
 def reuse_groups(keys: list) -> dict:
