@@ -613,6 +613,22 @@ def _fake_static_engine(monkeypatch, p, static_top, compile_error=(), mismatch=(
     return e, compiled, timed
 
 
+def _chase_problem():
+    """A small fp32 mm, its inputs, output buffer and runtime kernel class (CPU tensors)."""
+    import torch
+    p = prob("mm", m=96, n=64, k=48, dtype="float32")
+    a, b = torch.randn(96, 48), torch.randn(48, 64)
+    return p, a, b, {"a": a, "b": b, "c": torch.empty(96, 64), "bias": None}, template.kernel_class(p, True)
+
+
+def _chase_entry(kc, bm, t, n=5):
+    """An ok first-pass Triton entry of kernel class kc with BLOCK_M bm and n samples of t."""
+    from torch_diode.collect.engine import Entry
+    from torch_diode.collect.space import Offered
+    return Entry(Offered("triton::mm", _cfg(3, bm=bm), wire.KernelConfig("triton::mm", block_m=bm)),
+                 is_triton=True, kc=kc, status="ok", samples=[t] * n)
+
+
 def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
     """After the static rounds a first-pass record (3 samples, winner's curse) still reads
     faster than every static one: the chase compiles it as a static kernel and re-times it
@@ -632,9 +648,7 @@ def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
     kc = template.kernel_class(p, True)
 
     def entry(bm, t, n=5):
-        params = _cfg(3, bm=bm)
-        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
-                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+        return _chase_entry(kc, bm, t, n)
 
     top = [entry(16, 1.0), entry(32, 1.01)]                           # the static targets (static_top 2)
     lucky = entry(64, 1.05, n=3)                                       # first pass: 3 low samples
@@ -675,20 +689,12 @@ def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
 def test_static_chase_makes_static_beaten_0_when_the_chased_record_is_honest(monkeypatch):
     import time
 
-    import torch
+    from torch_diode.collect.engine import Planned, Stats
 
-    from torch_diode.collect.engine import Entry, Planned, Stats
-    from torch_diode.collect.space import Offered
-
-    p = prob("mm", m=96, n=64, k=48, dtype="float32")
-    a, b = torch.randn(96, 48), torch.randn(48, 64)
-    tensors = {"a": a, "b": b, "c": torch.empty(96, 64), "bias": None}
-    kc = template.kernel_class(p, True)
+    p, a, b, tensors, kc = _chase_problem()
 
     def entry(bm, t, n=5):
-        params = _cfg(3, bm=bm)
-        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
-                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+        return _chase_entry(kc, bm, t, n)
 
     best, lucky = entry(16, 1.0), entry(64, 1.05, n=3)
     us = {16: 1.10, 64: 1.20}
@@ -712,20 +718,12 @@ def test_static_chase_skips_failed_targets_and_counts_failures(monkeypatch):
     rounds run when nothing of the chase compiled. Past the deadline there is no chase."""
     import time
 
-    import torch
+    from torch_diode.collect.engine import Planned, Stats
 
-    from torch_diode.collect.engine import Entry, Planned, Stats
-    from torch_diode.collect.space import Offered
-
-    p = prob("mm", m=96, n=64, k=48, dtype="float32")
-    a, b = torch.randn(96, 48), torch.randn(48, 64)
-    tensors = {"a": a, "b": b, "c": torch.empty(96, 64), "bias": None}
-    kc = template.kernel_class(p, True)
+    p, a, b, tensors, kc = _chase_problem()
 
     def entry(bm, t, n=5):
-        params = _cfg(3, bm=bm)
-        return Entry(Offered("triton::mm", params, wire.KernelConfig("triton::mm", block_m=bm)),
-                     is_triton=True, kc=kc, status="ok", samples=[t] * n)
+        return _chase_entry(kc, bm, t, n)
 
     broken, good, lucky = entry(8, 0.9), entry(16, 1.0), entry(64, 1.05, n=3)
     eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2, compile_error={8}, mismatch={64})
