@@ -1,4 +1,5 @@
 import json
+import os
 import pathlib
 
 import pytest
@@ -24,12 +25,35 @@ def golden_dir():
     return GOLDEN
 
 
+@pytest.fixture(scope="session")
+def synthetic_models(tmp_path_factory):
+    """(work dir, a synthetic dataset of 150 problems, [two tiny models trained on it with
+    seeds 2 and 5]) from the C++ build (diode-synth-data, diode-train), trained once for
+    every test that scores models (test_validate_json, test_ensemble_rankings). Tests
+    that use it skip themselves when the build is absent; the models are not to be
+    modified (copy one first)."""
+    import subprocess
+    build = pathlib.Path(os.environ.get("DIODE_BUILD_DIR", ROOT / "build"))
+
+    def run(*args):
+        subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True)
+
+    work = tmp_path_factory.mktemp("synthetic_models")
+    data = work / "data"
+    run(build / "models" / "diode-synth-data", "--out", data / "a.msgpack.gz", "--problems", 150,
+        "--config-stride", 8, "--seed", 3)
+    models = []
+    for seed in (2, 5):
+        run(build / "models" / "diode-train", "--hardware", "nvidia-h100-80gb", "--data", data,
+            "--out", work / f"seed-{seed}", "--epochs", 3, "--hidden", 32, "--blocks", 1, "--seed", seed, "--quiet")
+        models.append(work / f"seed-{seed}")
+    return work, data, models
+
+
 # CI builds everything first (.ci/run sets DIODE_REQUIRE_BUILD=1): there a test that
 # would skip because a binary, library or subcommand is missing must fail instead, so a
 # broken build can never pass as "skipped". Skips for other reasons (no GPU, a torch
 # without some hook, a validator that could not be downloaded) stay skips.
-import os  # noqa: E402
-
 REQUIRE_BUILD = os.environ.get("DIODE_REQUIRE_BUILD") == "1"
 _MISSING_BUILD = ("not built", "not found", "placeholder", "subcommand", "C++ build", "DIODE_BUILD_DIR")
 

@@ -27,16 +27,8 @@ def run(*args, **kw) -> str:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    work = tmp_path_factory.mktemp("validate")
-    data = work / "data"
-    run(SYNTH, "--out", data / "a.msgpack.gz", "--problems", 150, "--config-stride", 8, "--seed", 3)
-    models = []
-    for seed, name in ((2, "model"), (5, "model_b")):
-        run(TRAIN, "--hardware", "nvidia-h100-80gb", "--data", data, "--out", work / name, "--epochs", 3,
-            "--hidden", 32, "--blocks", 1, "--seed", seed, "--quiet")
-        models.append(work / name)
-    return work, data, models
+def trained(synthetic_models):
+    return synthetic_models
 
 
 def all_stats(node, path=""):
