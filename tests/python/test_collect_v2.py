@@ -760,3 +760,27 @@ def test_log_line_shows_static_chased_only_when_nonzero():
 def test_engine_version_has_the_static_chase():
     from torch_diode.collect.engine import ENGINE_VERSION, Stats
     assert ENGINE_VERSION == "2.4.0" and Stats().static_chased == 0
+
+
+def test_static_repeats_spend_a_round_budget_on_cheap_kernels():
+    assert plan.static_repeats(0.005, 10) == plan.STATIC_MAX_REPEATS == 50   # 5 us: capped
+    assert plan.static_repeats(0.020, 10) == 25                               # 0.5 ms / 20 us
+    assert plan.static_repeats(0.100, 10) == 10                               # never below the base
+    assert plan.static_repeats(0.0, 10) == 50 and plan.static_repeats(0.005, 60) == 60
+
+
+def test_retime_static_takes_repeats_per_target():
+    from torch_diode.collect.engine import retime_static
+    cheap = _entry("triton::mm", _cfg(1), [0.005] * 3)
+    dear = _entry("triton::mm", _cfg(2), [0.200] * 3)
+    asked = []
+
+    def repeat(fn, n):
+        asked.append((fn, n))
+        return [0.004] * n
+
+    assert retime_static([cheap, dear], {id(cheap): "c", id(dear): "d"}, repeat, 10, 2, 1.0,
+                         clock=lambda: 0.0, warmup_s=0,
+                         repeats_of=lambda e: plan.static_repeats(e.samples[0], 10)) == 2
+    assert asked == [("c", 50), ("d", 10)] * 2
+    assert len(cheap.samples) == 100 and len(dear.samples) == 20

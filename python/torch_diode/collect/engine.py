@@ -54,12 +54,14 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # the timing process (COMPILE_NICE)
 # 2.4.0: static chase: first-pass records still faster than the best static one after the
 # static rounds are compiled as static kernels too and re-timed with it and ATen, once
-# (Engine._static_chase, plan.chase_targets; `static_chased` in the stats)
+# (Engine._static_chase, plan.chase_targets; `static_chased` in the stats), and a cheap
+# static target gets up to 50 repeats per round instead of 10 (plan.static_repeats)
 ENGINE_VERSION = "2.4.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
-STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10)
+STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10) or,
+                         # for a cheap kernel, up to plan.STATIC_MAX_REPEATS repeats
 # Before those rounds the GPU idled while the static kernels compiled (~1-2 s), and an idle
 # GPU lowers its clocks (KINDS.md: 345 MHz idle, 1,980 MHz under load); the runtime pass,
 # timed back to back, read 7% lower than the same kernel timed after such a gap. So the
@@ -251,7 +253,7 @@ class Engine:
         aten = [e for e in pl.entries if e.status == "ok" and not e.is_triton and id(e) in runtime_fns]
         aten_fns = {id(e): runtime_fns[id(e)] for e in aten}
         retime_static(targets + aten, {**fns, **aten_fns}, self.timer.repeat, max(tm.min_repeats, 10),
-                      STATIC_ROUNDS, deadline)
+                      STATIC_ROUNDS, deadline, repeats_of=self._static_repeats)
         st.static_chased = self._static_chase(pl, targets, fns, aten, aten_fns, tensors, ref, ref_norm,
                                               deadline, st)
         # Counted over both waves; the chase re-times the best static record again, so the
@@ -287,8 +289,12 @@ class Engine:
         if fns:   # nothing compiled: the first wave's records stand as they are
             fns.update({id(best): static_fns[id(best)], **aten_fns})
             retime_static(chase + [best] + aten, fns, self.timer.repeat, max(tm.min_repeats, 10),
-                          STATIC_ROUNDS, deadline)
+                          STATIC_ROUNDS, deadline, repeats_of=self._static_repeats)
         return len(chase)
+
+    def _static_repeats(self, e: Entry) -> int:
+        """Repeats per static round of `e` (plan.static_repeats from its current median)."""
+        return plan.static_repeats(summarize(e.samples).median, max(self.spec.timing.min_repeats, 10))
 
     def _compile_static(self, pl: Planned, targets: list, tensors: dict, ref, ref_norm: float,
                         deadline: float, st: Stats) -> dict:
@@ -497,7 +503,7 @@ def warm_up(repeat, fns: list, n: int, seconds: float, deadline: float = float("
 
 
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
-                  clock=time.perf_counter, warmup_s: float | None = None) -> int:
+                  clock=time.perf_counter, warmup_s: float | None = None, repeats_of=None) -> int:
     """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
     kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
     batch of n repeats of every such target in turn (interleaved, against drift). The new
@@ -505,17 +511,20 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
     (plan.drop_disturbed_rounds); a Triton entry is marked static. Untimed warm_up rounds
     come first, for `warmup_s` (default STATIC_WARMUP_S; the GPU idled while the static
     kernels compiled). The deadline is checked between rounds, so every re-timed entry has
-    the same number of batches; a target without a launch keeps its samples. Returns how
-    many Triton entries became static."""
+    the same number of batches; a target without a launch keeps its samples. `repeats_of`
+    (entry -> repeats per round, e.g. Engine._static_repeats), when given, replaces n per
+    target, decided once from the samples it had before. Returns how many Triton entries
+    became static."""
     live = [e for e in targets if id(e) in fns]
     new: dict = {id(e): [] for e in live}   # id -> that target's rounds
+    per = {id(e): (repeats_of(e) if repeats_of else n) for e in live}
     warm_up(repeat, [fns[id(e)] for e in live], n, STATIC_WARMUP_S if warmup_s is None else warmup_s,
             deadline, clock)
     for _ in range(rounds):
         if not live or clock() > deadline:
             break
         for e in live:
-            new[id(e)].append(repeat(fns[id(e)], n))
+            new[id(e)].append(repeat(fns[id(e)], per[id(e)]))
     done = 0
     for e in live:
         kept = [x for batch in plan.drop_disturbed_rounds(new[id(e)]) for x in batch]

@@ -167,6 +167,23 @@ def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NE
     return out
 
 
+# Static rounds time few configs, so a cheap kernel can afford more repeats: each target
+# gets up to STATIC_ROUND_BUDGET_MS of kernel time per round, between the round's base
+# count and STATIC_MAX_REPEATS. CUDA events tick every 32 ns and a 2-5 us kernel's median
+# of 10 samples lands on a few ticks (exact ties between configs happen); 50 samples
+# resolve finer differences. The cost: ~0.2 ms of CPU enqueue (and GPU spin) per repeat.
+STATIC_ROUND_BUDGET_MS = 0.5
+STATIC_MAX_REPEATS = 50
+
+
+def static_repeats(median_ms: float, base: int, budget_ms: float = STATIC_ROUND_BUDGET_MS,
+                   cap: int = STATIC_MAX_REPEATS) -> int:
+    """Repeats per static round of a kernel whose runtime median is `median_ms`: as many
+    as fit in `budget_ms`, never fewer than `base` nor more than max(cap, base)."""
+    fit = int(budget_ms / median_ms) if median_ms > 0 else cap
+    return max(base, min(cap, fit))
+
+
 def chase_targets(times: dict, static: set, limit: int) -> list:
     """Keys of the entries for the static chase (collector 2.4.0): those not in `static`
     whose median (`times`: key -> median, ok Triton entries) is below the fastest static
