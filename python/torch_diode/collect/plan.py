@@ -169,9 +169,10 @@ def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NE
 
 # Static rounds time few configs, so a cheap kernel can afford more repeats: each target
 # gets up to STATIC_ROUND_BUDGET_MS of kernel time per round, between the round's base
-# count and STATIC_MAX_REPEATS. CUDA events tick every 32 ns and a 2-5 us kernel's median
-# of 10 samples lands on a few ticks (exact ties between configs happen); 50 samples
-# resolve finer differences. The cost: ~0.2 ms of CPU enqueue (and GPU spin) per repeat.
+# count and STATIC_MAX_REPEATS. Why: the samples of a 2-5 us kernel are wide (IQR 8.4% of
+# the median on collector 2.3.0's static records under 10 us), so a median of 3 x 10 has
+# ~1.4% standard error, too much for 2% decisions; 3 x 50 has ~0.6%. The cost: ~0.2 ms of
+# CPU enqueue (and GPU spin) per repeat.
 STATIC_ROUND_BUDGET_MS = 0.5
 STATIC_MAX_REPEATS = 50
 
