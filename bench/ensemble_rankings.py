@@ -72,9 +72,11 @@ CONFIG_FIELDS = ("template", "block_m", "block_n", "block_k", "group_m", "num_st
                  "allow_tf32", "use_fast_accum", "acc_type")
 
 
-def list_split(diode: str, dataset: str, split: str) -> list[dict]:
-    out = subprocess.run([diode, "validate", "--dataset", dataset, "--list-split", split, "--json"],
-                         check=True, capture_output=True, text=True).stdout
+def list_split(diode: str, dataset: str, split: str, max_spread: float = 0.0) -> list[dict]:
+    # --max-spread leaves disturbed records out of the listing exactly as out of the scoring,
+    # so a file made with it is scored by `diode validate --max-spread` with the same value.
+    out = subprocess.run([diode, "validate", "--dataset", dataset, "--list-split", split, "--json",
+                          "--max-spread", str(max_spread)], check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
@@ -119,12 +121,14 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=1, help="configs the baseline benchmarks (its top-k; default 1)")
     ap.add_argument("--name", help="baseline name (default ensemble<N>, with k > 1 ensemble<N>_top<k>)")
     ap.add_argument("--out", help="rankings file (default <name>.rankings.json)")
+    ap.add_argument("--max-spread", type=float, default=0.0,
+                    help="as diode validate --max-spread (score the file with the same value); 0: as measured")
     a = ap.parse_args()
     if a.k < 1:
         ap.error("--k must be positive")
     name = a.name or (f"ensemble{len(a.models)}" + (f"_top{a.k}" if a.k > 1 else ""))
     out = pathlib.Path(a.out or f"{name}.rankings.json")
-    problems = list_split(a.diode, a.dataset, a.split)
+    problems = list_split(a.diode, a.dataset, a.split, a.max_spread)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     rankers = [Ranker(load_model_dir(m)) for m in a.models]

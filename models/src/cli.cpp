@@ -60,7 +60,9 @@ void register_model_commands(CLI::App& app) {
     const Dataset d = load_dataset(o->dataset);
     models::GroupOptions go;
     if (!o->list_split.empty()) {
+      // The listing is what a rankings file follows: the same records the scoring sees.
       go.include_community = o->include_community;
+      go.max_spread = o->max_spread;
       const auto groups = models::group_by_problem(d, go);
       const auto idx = models::split_indices(groups, o->list_split);
       if (o->json) {

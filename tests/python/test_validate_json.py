@@ -163,6 +163,22 @@ def test_max_spread_scores_without_disturbed_records(trained):
     assert r.returncode != 0 and "max-spread" in (r.stderr + r.stdout)
 
 
+def test_list_split_leaves_out_what_max_spread_leaves_out():
+    """A rankings file follows the listing, so the listing drops the records --max-spread
+    drops from the scoring: on a real collector 2.0.0 shard (about 1% of its records
+    disturbed) fewer configs, the same problems."""
+    shard = ROOT / "datasets" / "nvidia-h100-80gb" / "2026-11-25-lognormal-2026112503-p00-18.msgpack.gz"
+
+    def listing(ms):
+        return json.loads(run(DIODE, "validate", "--dataset", shard, "--list-split", "all", "--json",
+                              "--max-spread", ms))
+
+    full, kept = listing(0), listing(0.5)
+    assert [p["problem"] for p in full] == [p["problem"] for p in kept]
+    n_full, n_kept = (sum(len(p["configs"]) for p in x) for x in (full, kept))
+    assert n_kept < n_full and n_full - n_kept < 0.05 * n_full
+
+
 def test_cross_hardware_scores_another_gpus_dataset(trained, tmp_path):
     """The same weights named for another GPU: refused on this dataset without
     --cross-hardware; with it, scored exactly as the original, both keys named."""
