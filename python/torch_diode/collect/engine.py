@@ -311,15 +311,16 @@ class Engine:
             jobs.append((e, kc, self.static_pool.submit(_compile_job, kc, p.dtype_a, p.dtype_out, ints, allow)))
         fns = {}
         for e, kc, fut in jobs:
-            fn = self._static_launch(pl, e, kc, fut, tensors, ref, ref_norm, deadline, st)
+            fn = self._static_launch(pl, e, kc, fut, allow, tensors, ref, ref_norm, deadline, st)
             if fn is not None:
                 fns[id(e)] = fn
         return fns
 
-    def _static_launch(self, pl: Planned, e: Entry, kc, fut, tensors: dict, ref, ref_norm: float,
+    def _static_launch(self, pl: Planned, e: Entry, kc, fut, allow: bool, tensors: dict, ref, ref_norm: float,
                        deadline: float, st: Stats):
         """The launch of `e`'s static kernel once its compile `fut` is done and its output
-        matches ATen's, else None (counted in st.static_failed, logged)."""
+        matches ATen's, else None (counted in st.static_failed, logged); `allow`: TF32, as
+        the compile had it."""
         import torch
         p = pl.problem
         w0 = time.perf_counter()
@@ -334,7 +335,7 @@ class Engine:
             self.log(f"  static {e.offered.config}: {err[:200]}")
             return None
         try:
-            grid, args, consts = template.launch_args(kc, p, tensors, e.params, pl.tf32 and p.dtype_a == "float32")
+            grid, args, consts = template.launch_args(kc, p, tensors, e.params, allow)
             fn = _launcher(template.load(kc), grid, args, consts)
             rel = output_error(fn, tensors["c"], ref, ref_norm)
         except Exception as ex:   # OutOfResources at load (the literal sizes change nothing
@@ -537,13 +538,13 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
 
 
 def static_beaten(entries: list) -> int:
-    """1 when some Triton entries were re-timed as static and the fastest ok Triton entry
-    is not one of them (the runtime pass and the static rounds disagree; a measure of
-    STATIC_NEAR_FACTOR and the warm-up), else 0."""
-    tri = [e for e in entries if e.is_triton and e.status == "ok" and e.samples]
-    if not any(e.static for e in tri):
-        return 0
-    return int(not min(tri, key=lambda e: summarize(e.samples).median).static)
+    """1 when some Triton entries were re-timed as static and an ok Triton entry that was
+    not is still faster than all of them (the runtime pass and the static rounds disagree;
+    a measure of STATIC_NEAR_FACTOR, the warm-up and the chase), else 0: the rule of
+    plan.chase_targets, so what the chase leaves is what this counts."""
+    tri = {id(e): e for e in entries if e.is_triton and e.status == "ok" and e.samples}
+    times = {k: summarize(e.samples).median for k, e in tri.items()}
+    return int(bool(plan.chase_targets(times, {k for k, e in tri.items() if e.static}, 1)))
 
 
 def retime_suspects(entries: list, fns: dict, repeat, n: int, deadline: float,
