@@ -58,11 +58,11 @@ void register_model_commands(CLI::App& app) {
       ->check(CLI::Range(0.0, kMaxSpreadLimit));
   v->callback([o] {
     const Dataset d = load_dataset(o->dataset);
+    // The same records for the listing (what a rankings file follows) and the scoring.
     models::GroupOptions go;
+    go.include_community = o->include_community;
+    go.max_spread = o->max_spread;
     if (!o->list_split.empty()) {
-      // The listing is what a rankings file follows: the same records the scoring sees.
-      go.include_community = o->include_community;
-      go.max_spread = o->max_spread;
       const auto groups = models::group_by_problem(d, go);
       const auto idx = models::split_indices(groups, o->list_split);
       if (o->json) {
@@ -77,14 +77,15 @@ void register_model_commands(CLI::App& app) {
     const models::ModelDir m = models::load_model_dir(o->model);
     // Cross-hardware scoring compares the model's picks with what the other GPU measured;
     // the split is the dataset's own (by problem hash), so 'all' is the honest choice there.
+    // A model is then scored as the hardware it names, which evaluate_model checks.
     go.hardware_key = o->cross_hardware ? d.hardware_key : m.hardware_key;
-    go.include_community = o->include_community;
-    go.max_spread = o->max_spread;
+    const auto scored_as = [&](const models::ModelDir& md) {
+      return o->cross_hardware ? md.hardware_key : d.hardware_key;
+    };
     const auto groups = models::group_by_problem(d, go);
     const auto idx = models::split_indices(groups, o->split);
     if (idx.empty()) throw std::runtime_error("the '" + o->split + "' split of this dataset has no problems");
-    const std::string scored_as = o->cross_hardware ? m.hardware_key : d.hardware_key;
-    models::Evaluation ev = models::evaluate_model(m, scored_as, groups, idx);
+    models::Evaluation ev = models::evaluate_model(m, scored_as(m), groups, idx);
     std::vector<std::string> names;
     std::vector<std::string> notes;
     for (const auto& path : o->rankings) {
@@ -102,7 +103,7 @@ void register_model_commands(CLI::App& app) {
     std::optional<models::Evaluation> other;
     if (!o->compare.empty()) {
       const models::ModelDir m2 = models::load_model_dir(o->compare);
-      other = models::evaluate_model(m2, o->cross_hardware ? m2.hardware_key : d.hardware_key, groups, idx);
+      other = models::evaluate_model(m2, scored_as(m2), groups, idx);
     }
     nlohmann::json j = models::validate_json(ev, names);
     if (other) j["compare"] = models::validate_json(*other, {})["model"];
@@ -116,8 +117,7 @@ void register_model_commands(CLI::App& app) {
       std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n";
       if (o->cross_hardware)
         std::cout << "cross-hardware: a " << m.hardware_key << " model judged by " << d.hardware_key << "'s timings\n";
-      std::cout
-                << models::format_metrics(ev.metrics) << models::format_overall(ev, names);
+      std::cout << models::format_metrics(ev.metrics) << models::format_overall(ev, names);
       for (const auto& n : notes) std::cout << "  " << n << "\n";
       if (other)
         std::cout << "compared model " << o->compare << ":\n" << models::format_overall(*other, {});
