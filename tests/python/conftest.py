@@ -32,19 +32,15 @@ def synthetic_models(tmp_path_factory):
     every test that scores models (test_validate_json, test_ensemble_rankings). Tests
     that use it skip themselves when the build is absent; the models are not to be
     modified (copy one first)."""
-    import subprocess
-    build = pathlib.Path(os.environ.get("DIODE_BUILD_DIR", ROOT / "build"))
-
-    def run(*args):
-        subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True)
+    from model_tools import SYNTH, TRAIN, run
 
     work = tmp_path_factory.mktemp("synthetic_models")
     data = work / "data"
-    run(build / "models" / "diode-synth-data", "--out", data / "a.msgpack.gz", "--problems", 150,
+    run(SYNTH, "--out", data / "a.msgpack.gz", "--problems", 150,
         "--config-stride", 8, "--seed", 3)
     models = []
     for seed in (2, 5):
-        run(build / "models" / "diode-train", "--hardware", "nvidia-h100-80gb", "--data", data,
+        run(TRAIN, "--hardware", "nvidia-h100-80gb", "--data", data,
             "--out", work / f"seed-{seed}", "--epochs", 3, "--hidden", 32, "--blocks", 1, "--seed", seed, "--quiet")
         models.append(work / f"seed-{seed}")
     return work, data, models

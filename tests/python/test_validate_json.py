@@ -4,26 +4,16 @@ torch-diode 0.1.1 harness when its anchors are present) and --report --compare."
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("DIODE_BUILD_DIR", ROOT / "build"))
-DIODE = BUILD / "cli" / "diode"
-TRAIN = BUILD / "models" / "diode-train"
-SYNTH = BUILD / "models" / "diode-synth-data"
+from model_tools import DIODE, ROOT, needs_model_tools, run
+
 ANCHORS = ROOT.parent / "shared" / "anchors" / "torch-diode-0.1.1"
 
-pytestmark = pytest.mark.skipif(not all(p.exists() for p in (DIODE, TRAIN, SYNTH)),
-                                reason="needs the C++ build (diode, diode-train, diode-synth-data not built)")
-
-
-def run(*args, **kw) -> str:
-    return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True, **kw).stdout
+pytestmark = needs_model_tools
 
 
 @pytest.fixture(scope="module")

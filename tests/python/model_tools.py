@@ -1,0 +1,26 @@
+"""The C++ model tools the model-scoring tests drive (diode validate, diode-train,
+diode-synth-data), from the build tree (DIODE_BUILD_DIR, default build/): their paths,
+the skip marker for a tree without them, and one way to run them. Shared by conftest's
+synthetic_models fixture, test_validate_json and test_ensemble_rankings."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("DIODE_BUILD_DIR", ROOT / "build"))
+DIODE = BUILD / "cli" / "diode"
+TRAIN = BUILD / "models" / "diode-train"
+SYNTH = BUILD / "models" / "diode-synth-data"
+
+# conftest turns this skip into a failure where CI built everything (DIODE_REQUIRE_BUILD).
+needs_model_tools = pytest.mark.skipif(not all(p.exists() for p in (DIODE, TRAIN, SYNTH)),
+                                       reason="needs the C++ build (diode, diode-train, diode-synth-data not built)")
+
+
+def run(*args, **kw) -> str:
+    """Runs a command (arguments str()-ed), raises on failure, returns its stdout."""
+    return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True, **kw).stdout
