@@ -47,10 +47,10 @@ validate --model SAME --json`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -63,37 +63,22 @@ import torch  # noqa: E402
 
 from torch_diode.hook.ranking import Ranker  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
-from torch_diode.wire import KernelConfig, Problem  # noqa: E402
+from torch_diode import wire  # noqa: E402
+from torch_diode_011_eval import list_split  # noqa: E402  (bench/, the same listing)
 
 OPS = ["mm", "addmm", "bmm", "baddbmm"]
-PROBLEM_FIELDS = ("op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out", "trans_a", "trans_b", "bias",
-                  "alpha", "beta")
-CONFIG_FIELDS = ("template", "block_m", "block_n", "block_k", "group_m", "num_stages", "num_warps", "even_k",
-                 "allow_tf32", "use_fast_accum", "acc_type")
+PROBLEM_FIELDS = tuple(f.name for f in dataclasses.fields(wire.Problem))
 
 
-def list_split(diode: str, dataset: str, split: str, max_spread: float = 0.0) -> list[dict]:
-    # --max-spread leaves disturbed records out of the listing exactly as out of the scoring,
-    # so a file made with it is scored by `diode validate --max-spread` with the same value.
-    out = subprocess.run([diode, "validate", "--dataset", dataset, "--list-split", split, "--json",
-                          "--max-spread", str(max_spread)], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def to_problem(p: dict) -> Problem:
-    return Problem(**{f: p[f] for f in PROBLEM_FIELDS if f in p})
-
-
-def to_config(c: dict) -> KernelConfig:
-    # wire.KernelConfig.extra: (key, value) pairs sorted by the key's bytes (wire._read_config's order)
-    extra = tuple(sorted(((str(k), int(v)) for k, v in (c.get("extra") or {}).items()), key=lambda kv: kv[0].encode()))
-    return KernelConfig(**{f: c[f] for f in CONFIG_FIELDS}, extra=extra)
+def to_problem(p: dict) -> wire.Problem:
+    """A listed problem (its configs and times beside it) as a wire.Problem."""
+    return wire.problem_from_json({f: p[f] for f in PROBLEM_FIELDS})
 
 
 def model_scores(rankers: list[Ranker], p: dict) -> np.ndarray:
     """[models, configs] predicted log(us) of every config of p, one row per model (float64 of float32)."""
     prob = to_problem(p)
-    cfgs = [to_config(c) for c in p["configs"]]
+    cfgs = [wire.config_from_json(c) for c in p["configs"]]
     return np.asarray([r.score(prob, cfgs)[0] for r in rankers], dtype=np.float64).reshape(len(rankers), len(cfgs))
 
 
