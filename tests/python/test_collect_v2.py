@@ -630,10 +630,11 @@ def _chase_entry(kc, bm, t, n=5):
 
 
 def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
-    """After the static rounds a first-pass record (3 samples, winner's curse) still reads
-    faster than every static one: the chase compiles it as a static kernel and re-times it
-    with the best static record and ATen; its honest static time is slower, so the problem's
-    best Triton record is a static one again (static_beaten 0)."""
+    """After the static rounds first-pass records (3 samples, winner's curse) still read
+    faster than every static one: the chase compiles them as static kernels and re-times
+    them with the best static record and ATen, static_top per wave, wave after wave; their
+    honest static times are slower, so the problem's best Triton record is a static one
+    again (static_beaten 0)."""
     import time
 
     import torch
@@ -653,12 +654,12 @@ def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
     top = [entry(16, 1.0), entry(32, 1.01)]                           # the static targets (static_top 2)
     lucky = entry(64, 1.05, n=3)                                       # first pass: 3 low samples
     lucky2 = entry(128, 1.06, n=3)                                     # also below the static best
-    lucky3 = entry(8, 1.07, n=3)                                       # third below it: past the cap of 2
+    lucky3 = entry(8, 1.07, n=3)                                       # third below it: past a wave's cap of 2
     slow = entry(4, 3.0)
     aten = Entry(Offered("aten::mm", {}, wire.KernelConfig("aten")), is_triton=False, status="ok", samples=[1.5] * 5)
     # Static kernels read: 16 -> 1.10, 32 -> 1.12 (slower than the first pass: the GPU's clocks),
-    # 64 -> 1.20, 128 -> 1.25 (their honest static times); ATen 1.3.
-    us = {16: 1.10, 32: 1.12, 64: 1.20, 128: 1.25}
+    # 64 -> 1.20, 128 -> 1.25, 8 -> 1.30 (their honest static times); ATen 1.3.
+    us = {16: 1.10, 32: 1.12, 64: 1.20, 128: 1.25, 8: 1.30}
     eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2)
     aten_fn = object()
 
@@ -673,17 +674,50 @@ def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
                        runtime_fns={id(aten): aten_fn})
     eng_.static_pool.shutdown()
 
-    assert compiled[:2] == [16, 32] and sorted(compiled[2:]) == [64, 128]   # the chase: 2 of 3, fastest first
-    assert st.static_chased == 2 and st.static_failed == 0
+    # the chase: wave 1 takes 2 of 3 (fastest first), wave 2 the third
+    assert compiled[:2] == [16, 32] and sorted(compiled[2:4]) == [64, 128] and compiled[4:] == [8]
+    assert st.static_chased == 3 and st.static_failed == 0
     assert lucky.static and lucky.samples == [1.20] * 30 and lucky2.static
-    assert not lucky3.static and lucky3.samples == [1.07] * 3           # beyond the cap: one wave, no loop
+    assert lucky3.static and lucky3.samples == [1.30] * 30
     assert top[0].static and top[0].samples == [1.10] * 30              # the best static, re-timed again
     assert top[1].static and top[1].samples == [1.12] * 30              # not in the chase: wave 1's rounds
     assert aten.samples == [1.3] * 30 and not aten.static
-    # wave 1: 3 rounds x (16, 32, ATen); the chase: 3 rounds x (64, 128, the best static 16, ATen)
-    assert timed == [16, 32, "aten"] * 3 + [64, 128, 16, "aten"] * 3
-    assert st.static == 4
-    assert st.static_beaten == 1                                         # lucky3's 1.07 is still below 1.10
+    # static rounds: 3 x (16, 32, ATen); chase wave 1: 3 x (64, 128, the best static 16, ATen);
+    # wave 2: 3 x (8, 16, ATen); then nothing first-pass is below 1.10: no third wave
+    assert timed == [16, 32, "aten"] * 3 + [64, 128, 16, "aten"] * 3 + [8, 16, "aten"] * 3
+    assert st.static == 5
+    assert st.static_beaten == 0
+
+
+def test_static_chase_stops_after_its_waves(monkeypatch):
+    """At most `waves` waves (CHASE_WAVES by default): with one, what the first wave's cap
+    leaves stays a first-pass record and static_beaten counts it."""
+    import time
+
+    from torch_diode.collect.engine import CHASE_WAVES, Planned, Stats
+
+    p, a, b, tensors, kc = _chase_problem()
+    best, lucky, lucky2 = _chase_entry(kc, 16, 1.0), _chase_entry(kc, 64, 0.9, n=3), _chase_entry(kc, 8, 0.95, n=3)
+    best.static = True
+    us = {16: 1.0, 64: 1.2, 8: 1.3}
+    eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=1)
+    eng_.timer = type("T", (), {"repeat": staticmethod(lambda fn, n: (timed.append(fn.block_m),
+                                                                      [us[fn.block_m]] * n)[1])})()
+    def launch16():   # best's static launch from the first wave
+        pass
+    launch16.block_m = 16
+    st = Stats()
+    pl = Planned(0, p, False, "mm", [best, lucky, lucky2], 0.0)
+    assert eng_._static_chase(pl, [best], {id(best): launch16}, [], {}, tensors, a @ b, 1.0,
+                              deadline=time.perf_counter() + 60, st=st, waves=1) == 1
+    assert compiled == [64] and lucky.static and not lucky2.static
+    from torch_diode.collect.engine import static_beaten
+    assert static_beaten(pl.entries) == 1                                # lucky2's 0.95 is below 1.0
+    assert eng_._static_chase(pl, [best, lucky], {id(best): launch16}, [], {}, tensors, a @ b, 1.0,
+                              deadline=time.perf_counter() + 60, st=st) == 1
+    assert compiled == [64, 8] and lucky2.static and static_beaten(pl.entries) == 0
+    assert CHASE_WAVES == 3
+    eng_.static_pool.shutdown()
 
 
 def test_static_chase_makes_static_beaten_0_when_the_chased_record_is_honest(monkeypatch):
@@ -759,28 +793,4 @@ def test_log_line_shows_static_chased_only_when_nonzero():
 
 def test_engine_version_has_the_static_chase():
     from torch_diode.collect.engine import ENGINE_VERSION, Stats
-    assert ENGINE_VERSION == "2.4.0" and Stats().static_chased == 0
-
-
-def test_static_repeats_spend_a_round_budget_on_cheap_kernels():
-    assert plan.static_repeats(0.005, 10) == plan.STATIC_MAX_REPEATS == 50   # 5 us: capped
-    assert plan.static_repeats(0.020, 10) == 25                               # 0.5 ms / 20 us
-    assert plan.static_repeats(0.100, 10) == 10                               # never below the base
-    assert plan.static_repeats(0.0, 10) == 50 and plan.static_repeats(0.005, 60) == 60
-
-
-def test_retime_static_takes_repeats_per_target():
-    from torch_diode.collect.engine import retime_static
-    cheap = _entry("triton::mm", _cfg(1), [0.005] * 3)
-    dear = _entry("triton::mm", _cfg(2), [0.200] * 3)
-    asked = []
-
-    def repeat(fn, n):
-        asked.append((fn, n))
-        return [0.004] * n
-
-    assert retime_static([cheap, dear], {id(cheap): "c", id(dear): "d"}, repeat, 10, 2, 1.0,
-                         clock=lambda: 0.0, warmup_s=0,
-                         repeats_of=lambda e: plan.static_repeats(e.samples[0], 10)) == 2
-    assert asked == [("c", 50), ("d", 10)] * 2
-    assert len(cheap.samples) == 100 and len(dear.samples) == 20
+    assert ENGINE_VERSION == "2.5.0" and Stats().static_chased == 0

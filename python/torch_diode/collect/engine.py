@@ -24,9 +24,10 @@ Per problem:
      (bench/RESULTS.md: runtime sizes were 1.057x Inductor's kernels and picked its best
      on 13 of 21 problems, static ones 1.003x and 21 of 21). With static_top 0 the
      contenders are re-timed interleaved with their runtime-size kernels instead.
-  5. Static chase (2.4.0): runtime-size records still faster than the fastest static one
-     (plan.chase_targets; their few-sample medians may only look faster) are compiled as
-     static kernels too and re-timed with that static record and ATen, in one more wave.
+  5. Static chase (2.4.0; waves since 2.5.0): runtime-size records still faster than the
+     fastest static one (plan.chase_targets; their few-sample medians may only look
+     faster) are compiled as static kernels too and re-timed with that static record and
+     ATen, wave after wave (at most CHASE_WAVES) until none is left.
 """
 from __future__ import annotations
 
@@ -55,13 +56,19 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # 2.4.0: static chase: first-pass records still faster than the best static one after the
 # static rounds are compiled as static kernels too and re-timed with it and ATen, once
 # (Engine._static_chase, plan.chase_targets; `static_chased` in the stats), and a cheap
-# static target gets up to 50 repeats per round instead of 10 (plan.static_repeats)
-ENGINE_VERSION = "2.4.0"
+# static target gets up to 50 repeats per round instead of 10 (plan.static_repeats, gone in 2.5.0)
+# 2.5.0: the static chase runs in waves until no first-pass record is below the best
+# static one (at most CHASE_WAVES), and static rounds are batches of 10 repeats again:
+# 2.4.0's batches of up to 50 read the static records of kernels under 10 us 1.031x the
+# fidelity bench's static time (median of 41 configs; 2.3.0's batches of 10: 0.992x of 47),
+# so first-pass records ended the best Triton record on 11 of 49 problems (2.3.0: 3 of
+# 75) and its pick agreed with Inductor's best on 28 of 40 (bench/RESULTS.md)
+ENGINE_VERSION = "2.5.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
-STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10) or,
-                         # for a cheap kernel, up to plan.STATIC_MAX_REPEATS repeats
+STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10) repeats
+CHASE_WAVES = 3          # static chase waves at most (each of at most timing.static_top entries)
 # Before those rounds the GPU idled while the static kernels compiled (~1-2 s), and an idle
 # GPU lowers its clocks (KINDS.md: 345 MHz idle, 1,980 MHz under load); the runtime pass,
 # timed back to back, read 7% lower than the same kernel timed after such a gap. So the
@@ -242,8 +249,8 @@ class Engine:
         """Compile plan.static_targets as static kernel classes, check each against ATen's
         result, then retime_static with ATen in the same rounds (`runtime_fns` has its
         launch), so the records that decide "cuBLAS or Triton" are timed side by side.
-        A target that fails keeps its runtime-size record. Then one chase wave
-        (_static_chase) for first-pass records still faster than every static one."""
+        A target that fails keeps its runtime-size record. Then the chase (_static_chase)
+        for first-pass records still faster than every static one."""
         tm = self.spec.timing
         ok = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc}
         times = {k: summarize(e.samples).median for k, e in ok.items()}
@@ -253,10 +260,10 @@ class Engine:
         aten = [e for e in pl.entries if e.status == "ok" and not e.is_triton and id(e) in runtime_fns]
         aten_fns = {id(e): runtime_fns[id(e)] for e in aten}
         retime_static(targets + aten, {**fns, **aten_fns}, self.timer.repeat, max(tm.min_repeats, 10),
-                      STATIC_ROUNDS, deadline, repeats_of=self._static_repeats)
+                      STATIC_ROUNDS, deadline)
         st.static_chased = self._static_chase(pl, targets, fns, aten, aten_fns, tensors, ref, ref_norm,
                                               deadline, st)
-        # Counted over both waves; the chase re-times the best static record again, so the
+        # Counted over all waves; the chase re-times the best static record again, so the
         # waves' return values would count it twice.
         st.static = sum(1 for e in pl.entries if e.static)
         st.static_beaten = static_beaten(pl.entries)
@@ -265,36 +272,48 @@ class Engine:
             self.log(f"  note: a record not timed as static is the best Triton record of {describe(pl.problem)}")
 
     def _static_chase(self, pl: Planned, tried: list, static_fns: dict, aten: list, aten_fns: dict,
-                      tensors: dict, ref, ref_norm: float, deadline: float, st: Stats) -> int:
-        """One more static wave (2.4.0) for the first-pass records still faster than the
-        fastest static one: a first-pass median of 3 samples is the lowest of ~1,000 noisy
-        ones (winner's curse), so such a record may only look faster. plan.chase_targets
-        picks them (fastest first, at most static_top); they are compiled and checked as in
-        the first wave, then re-timed in the same rounds as the best static record and ATen,
-        so the three are compared side by side. Once, no loop; skipped past the deadline.
-        First-wave targets whose static kernel failed are not tried again (it would fail
-        the same way). Returns how many entries the chase compiled."""
-        if time.perf_counter() > deadline:
-            return 0
-        tm, tried_ids = self.spec.timing, {id(e) for e in tried}
-        cand = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc
-                and (e.static or id(e) not in tried_ids)}
-        times = {k: summarize(e.samples).median for k, e in cand.items()}
-        chase = [cand[k] for k in plan.chase_targets(times, {k for k, e in cand.items() if e.static},
-                                                     tm.static_top)]
-        if not chase:
-            return 0
-        best = min((e for e in cand.values() if e.static), key=lambda e: times[id(e)])
-        fns = self._compile_static(pl, chase, tensors, ref, ref_norm, deadline, st)
-        if fns:   # nothing compiled: the first wave's records stand as they are
-            fns.update({id(best): static_fns[id(best)], **aten_fns})
-            retime_static(chase + [best] + aten, fns, self.timer.repeat, max(tm.min_repeats, 10),
-                          STATIC_ROUNDS, deadline, repeats_of=self._static_repeats)
-        return len(chase)
-
-    def _static_repeats(self, e: Entry) -> int:
-        """Repeats per static round of `e` (plan.static_repeats from its current median)."""
-        return plan.static_repeats(summarize(e.samples).median, max(self.spec.timing.min_repeats, 10))
+                      tensors: dict, ref, ref_norm: float, deadline: float, st: Stats,
+                      waves: int | None = None) -> int:
+        """Static waves (2.4.0; a loop since 2.5.0) for the first-pass records still faster
+        than the fastest static one: a first-pass median of 3 samples is the lowest of
+        ~1,000 noisy ones (winner's curse) and the first pass reads ~2-3% below the static
+        rounds (bench/static_record_check.py), so such a record may only look faster. Each
+        wave: plan.chase_targets picks them (fastest first, at most static_top), they are
+        compiled and checked as in the first wave, then re-timed in the same rounds as the
+        best static record and ATen, so they are compared side by side. Waves repeat while
+        such records remain, at most `waves` (default CHASE_WAVES), never past the deadline:
+        a tiny problem can have dozens of first-pass records tied below the best static one
+        (addmm 16x840x112 fp16 under 2.4.0: 16). An entry tried once (compiled, or failed:
+        it would fail the same way) is not tried again. Returns how many entries the chase
+        compiled."""
+        tm = self.spec.timing
+        tried_ids = {id(e) for e in tried}
+        live = dict(static_fns)   # id -> static launch, of every wave so far
+        chased = 0
+        for _ in range(CHASE_WAVES if waves is None else waves):
+            if time.perf_counter() > deadline:
+                break
+            cand = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc
+                    and (e.static or id(e) not in tried_ids)}
+            times = {k: summarize(e.samples).median for k, e in cand.items()}
+            chase = [cand[k] for k in plan.chase_targets(times, {k for k, e in cand.items() if e.static},
+                                                         tm.static_top)]
+            if not chase:
+                break
+            best = min((e for e in cand.values() if e.static and id(e) in live), key=lambda e: times[id(e)],
+                       default=None)
+            tried_ids.update(id(e) for e in chase)
+            chased += len(chase)
+            fns = self._compile_static(pl, chase, tensors, ref, ref_norm, deadline, st)
+            if not fns:   # nothing compiled: this wave's records stand as they are
+                continue
+            live.update(fns)
+            rivals = [best] if best is not None else []
+            fns.update({id(e): live[id(e)] for e in rivals})
+            fns.update(aten_fns)
+            retime_static(chase + rivals + aten, fns, self.timer.repeat, max(tm.min_repeats, 10),
+                          STATIC_ROUNDS, deadline)
+        return chased
 
     def _compile_static(self, pl: Planned, targets: list, tensors: dict, ref, ref_norm: float,
                         deadline: float, st: Stats) -> dict:
@@ -504,7 +523,7 @@ def warm_up(repeat, fns: list, n: int, seconds: float, deadline: float = float("
 
 
 def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadline: float,
-                  clock=time.perf_counter, warmup_s: float | None = None, repeats_of=None) -> int:
+                  clock=time.perf_counter, warmup_s: float | None = None) -> int:
     """Re-time each target that has a launch in `fns` (id(entry) -> launch: the static-shape
     kernel of a Triton entry, ATen's own call for an ATen entry): `rounds` rounds, each a
     batch of n repeats of every such target in turn (interleaved, against drift). The new
@@ -512,20 +531,17 @@ def retime_static(targets: list, fns: dict, repeat, n: int, rounds: int, deadlin
     (plan.drop_disturbed_rounds); a Triton entry is marked static. Untimed warm_up rounds
     come first, for `warmup_s` (default STATIC_WARMUP_S; the GPU idled while the static
     kernels compiled). The deadline is checked between rounds, so every re-timed entry has
-    the same number of batches; a target without a launch keeps its samples. `repeats_of`
-    (entry -> repeats per round, e.g. Engine._static_repeats), when given, replaces n per
-    target, decided once from the samples it had before. Returns how many Triton entries
-    became static."""
+    the same number of batches; a target without a launch keeps its samples. Returns how
+    many Triton entries became static."""
     live = [e for e in targets if id(e) in fns]
     new: dict = {id(e): [] for e in live}   # id -> that target's rounds
-    per = {id(e): (repeats_of(e) if repeats_of else n) for e in live}
     warm_up(repeat, [fns[id(e)] for e in live], n, STATIC_WARMUP_S if warmup_s is None else warmup_s,
             deadline, clock)
     for _ in range(rounds):
         if not live or clock() > deadline:
             break
         for e in live:
-            new[id(e)].append(repeat(fns[id(e)], per[id(e)]))
+            new[id(e)].append(repeat(fns[id(e)], n))
     done = 0
     for e in live:
         kept = [x for batch in plan.drop_disturbed_rounds(new[id(e)]) for x in batch]

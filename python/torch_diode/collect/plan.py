@@ -167,26 +167,8 @@ def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NE
     return out
 
 
-# Static rounds time few configs, so a cheap kernel can afford more repeats: each target
-# gets up to STATIC_ROUND_BUDGET_MS of kernel time per round, between the round's base
-# count and STATIC_MAX_REPEATS. Why: the samples of a 2-5 us kernel are wide (IQR 8.4% of
-# the median on collector 2.3.0's static records under 10 us), so a median of 3 x 10 has
-# ~1.4% standard error, too much for 2% decisions; 3 x 50 has ~0.6%. The cost: ~0.2 ms of
-# CPU enqueue (and GPU spin) per repeat.
-STATIC_ROUND_BUDGET_MS = 0.5
-STATIC_MAX_REPEATS = 50
-
-
-def static_repeats(median_ms: float, base: int, budget_ms: float = STATIC_ROUND_BUDGET_MS,
-                   cap: int = STATIC_MAX_REPEATS) -> int:
-    """Repeats per static round of a kernel whose runtime median is `median_ms`: as many
-    as fit in `budget_ms`, never fewer than `base` nor more than max(cap, base)."""
-    fit = int(budget_ms / median_ms) if median_ms > 0 else cap
-    return max(base, min(cap, fit))
-
-
 def chase_targets(times: dict, static: set, limit: int) -> list:
-    """Keys of the entries for the static chase (collector 2.4.0): those not in `static`
+    """Keys of the entries for a static chase wave (collector 2.4.0): those not in `static`
     whose median (`times`: key -> median, ok Triton entries) is below the fastest static
     one's, fastest first, at most max(limit, 1). A first-pass median of few samples is the
     lowest of many noisy ones, so such an entry may only look faster than the static
