@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <string_view>
 
 #include "diode/sha256.h"
 #include "diode/wire.h"
@@ -30,6 +31,28 @@ uint64_t problem_hash(const Problem& p) {
 
 std::string op_dtype_label(const Problem& p) { return p.op + " " + p.dtype_a; }
 
+std::optional<std::array<int, 3>> collector_version(const std::string& collector) {
+  static constexpr std::string_view kPrefix = "torch_diode.collect ";
+  if (collector.size() <= kPrefix.size() || collector.compare(0, kPrefix.size(), kPrefix) != 0)
+    return std::nullopt;
+  std::array<int, 3> v{};
+  size_t pos = kPrefix.size();
+  for (size_t part = 0; part < v.size(); ++part) {
+    const size_t start = pos;
+    int64_t x = 0;
+    while (pos < collector.size() && collector[pos] >= '0' && collector[pos] <= '9' && pos - start < 6)
+      x = x * 10 + (collector[pos++] - '0');
+    if (pos == start) return std::nullopt;  // no digits
+    v[part] = int(x);
+    if (part + 1 < v.size()) {
+      if (pos >= collector.size() || collector[pos] != '.') return std::nullopt;
+      ++pos;
+    }
+  }
+  if (pos != collector.size()) return std::nullopt;  // trailing text, or a 7th digit
+  return v;
+}
+
 std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts) {
   if (!opts.hardware_key.empty() && d.hardware_key != opts.hardware_key)
     throw std::runtime_error("dataset is for hardware '" + d.hardware_key + "', expected '" +
@@ -40,13 +63,26 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
   };
   std::map<Problem, std::map<KernelConfig, Acc>> acc;
   size_t skipped_community = 0;
+  auto used = [&](const Shard& s) { return s.producer.runner != "community" || opts.include_community; };
+  // The newest collector version that measured each problem (shards of other producers: none).
+  std::map<Problem, std::array<int, 3>> newest;
   for (const Shard& s : d.shards) {
-    if (s.producer.runner == "community" && !opts.include_community) {
+    const auto v = collector_version(s.method.collector);
+    if (!v || !used(s)) continue;
+    for (const ShardRecord& r : s.records) {
+      auto [it, fresh] = newest.try_emplace(s.problems.at(r.problem_index), *v);
+      if (!fresh && it->second < *v) it->second = *v;
+    }
+  }
+  for (const Shard& s : d.shards) {
+    if (!used(s)) {
       ++skipped_community;
       continue;
     }
+    const auto version = collector_version(s.method.collector);
     for (const ShardRecord& r : s.records) {
       if ((r.flags & kRecordReplayed) && !opts.include_replayed) continue;
+      if (version && newest.at(s.problems.at(r.problem_index)) != *version) continue;  // superseded
       // A disturbed timing is left out as if never taken: not a failure ("slower than
       // everything" to the trainer and the metrics), just no information.
       if (opts.max_spread > 0 && r.spread_above(opts.max_spread)) continue;

@@ -3,7 +3,9 @@
 // raw records are turned into groups once, here.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,18 @@ struct GroupOptions {
 // canonical wire encoding, so every rank, host and run agrees on it.
 uint64_t problem_hash(const Problem& p);
 
+// The version of a shard's collector, "torch_diode.collect MAJOR.MINOR.PATCH"
+// (CollectionMethod::collector), as {MAJOR, MINOR, PATCH}; nullopt for any other
+// string (version 1 shards, community datasets, other producers).
+std::optional<std::array<int, 3>> collector_version(const std::string& collector);
+
 // Groups the records of `d` by problem. Records flagged as replayed are
-// dropped (they were not measured). A (problem, config) timed several times
-// keeps the mean log time of its ok timings. Groups are sorted by hash.
+// dropped (they were not measured). A problem measured by several versions of
+// torch_diode.collect (re-collected after a fix) takes only the records of the
+// newest version's shards: each version fixes measurement defects of the ones
+// before (docs/collector.md), which averaging would bring back. Otherwise a
+// (problem, config) timed several times keeps the mean log time of its ok
+// timings. Groups are sorted by hash.
 // Throws std::runtime_error if the hardware differs from opts.hardware_key
 // or nothing usable is left.
 std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cmath>
 #include <random>
@@ -187,4 +188,65 @@ TEST(Groups, MaxSpreadTreatsDisturbedRecordsAsNotMeasured) {
   EXPECT_EQ(log_us_of(group_by_problem(d, go)), -1.0);  // left out, not a failure (NaN)
   go.max_spread = 0.95;
   EXPECT_DOUBLE_EQ(log_us_of(group_by_problem(d, go)), std::log(bad.median_us));
+}
+
+TEST(ProblemSet, CollectorVersionParsesOnlyTheCollectorsOwnString) {
+  using V = std::array<int, 3>;
+  EXPECT_EQ(collector_version("torch_diode.collect 2.5.0"), V({2, 5, 0}));
+  EXPECT_EQ(collector_version("torch_diode.collect 2.10.3"), V({2, 10, 3}));
+  EXPECT_GT(*collector_version("torch_diode.collect 2.10.0"), *collector_version("torch_diode.collect 2.9.9"));
+  for (const char* bad : {"", "torch_diode.collect", "torch_diode.collect ", "torch_diode.collect 2.5",
+                          "torch_diode.collect 2.5.0 ", "torch_diode.collect 2.5.0-rc1", "torch_diode.collect 2..0",
+                          "torch_diode.collect -2.5.0", "torch_diode.collect 1234567.0.0", "torch_diode.hook 2.5.0",
+                          "Torch_diode.collect 2.5.0", "community"})
+    EXPECT_EQ(collector_version(bad), std::nullopt) << bad;
+}
+
+TEST(ProblemSet, ANewerCollectorSupersedesAnOlderOnesRecordsOfTheSameProblem) {
+  SynthOptions o;
+  o.problems = 6, o.shards = 1, o.config_stride = 50;
+  Dataset d = make_synthetic_dataset(o);
+  d.shards[0].method.collector = "torch_diode.collect 2.0.0";
+  // Problem 0 re-collected by 2.5.0 (4x the old times); problem 1 by another producer
+  // (no collector version), which is averaged in as before.
+  Shard newer = d.shards[0], other = d.shards[0];
+  newer.id = "recollected", other.id = "other";
+  newer.method.collector = "torch_diode.collect 2.5.0";
+  other.method.collector = "";
+  const Problem p0 = d.shards[0].problems[0], p1 = d.shards[0].problems[1];
+  auto keep_problem = [](Shard& s, const Problem& p) {
+    std::vector<ShardRecord> kept;
+    for (ShardRecord r : s.records)
+      if (s.problems[r.problem_index] == p) kept.push_back((r.median_us *= 4, r));
+    s.records = kept;
+  };
+  keep_problem(newer, p0);
+  keep_problem(other, p1);
+  d.shards.push_back(newer);
+  d.shards.push_back(other);
+  const auto groups = group_by_problem(d, {});
+  ASSERT_EQ(groups.size(), 6u);
+  // What group_by_problem gives the ATen config of each problem against the 2.0.0 time.
+  auto ratio = [&](const Problem& p) {
+    for (const ShardRecord& r : d.shards[0].records)
+      if (d.shards[0].problems[r.problem_index] == p && r.config.template_id == "aten" &&
+          r.status == TimingStatus::ok)
+        for (const auto& g : groups)
+          if (g.problem == p)
+            for (size_t i = 0; i < g.configs.size(); ++i)
+              if (g.configs[i] == r.config) return std::exp(g.log_us[i]) / r.median_us;
+    return -1.0;
+  };
+  EXPECT_NEAR(ratio(p0), 4.0, 1e-9);  // superseded: 2.5.0's records only
+  EXPECT_NEAR(ratio(p1), 2.0, 1e-9);  // another producer: the mean of the logs, x and 4x -> 2x
+  EXPECT_NEAR(ratio(d.shards[0].problems[2]), 1.0, 1e-9);  // measured once
+  // A configuration only the older collector listed for a superseded problem is gone.
+  Dataset only_old = d;
+  only_old.shards[1].records.erase(only_old.shards[1].records.begin());
+  const KernelConfig dropped = d.shards[1].records.front().config;
+  for (const auto& g : group_by_problem(only_old, {})) {
+    if (g.problem == p0) {
+      EXPECT_EQ(std::count(g.configs.begin(), g.configs.end(), dropped), 0);
+    }
+  }
 }
