@@ -708,12 +708,12 @@ def test_static_chase_stops_after_its_waves(monkeypatch):
     launch16.block_m = 16
     st = Stats()
     pl = Planned(0, p, False, "mm", [best, lucky, lucky2], 0.0)
-    assert eng_._static_chase(pl, [best], {id(best): launch16}, [], {}, tensors, a @ b, 1.0,
+    assert eng_._static_chase(pl, [best], {id(best): launch16}, {}, tensors, a @ b, 1.0,
                               deadline=time.perf_counter() + 60, st=st, waves=1) == 1
     assert compiled == [64] and lucky.static and not lucky2.static
     from torch_diode.collect.engine import static_beaten
     assert static_beaten(pl.entries) == 1                                # lucky2's 0.95 is below 1.0
-    assert eng_._static_chase(pl, [best, lucky], {id(best): launch16}, [], {}, tensors, a @ b, 1.0,
+    assert eng_._static_chase(pl, [best, lucky], {id(best): launch16}, {}, tensors, a @ b, 1.0,
                               deadline=time.perf_counter() + 60, st=st) == 1
     assert compiled == [64, 8] and lucky2.static and static_beaten(pl.entries) == 0
     assert CHASE_WAVES == 3
@@ -776,7 +776,7 @@ def test_static_chase_skips_failed_targets_and_counts_failures(monkeypatch):
     compiled.clear()
     fresh = [entry(16, 1.0), entry(64, 1.05, n=3)]
     st = Stats()
-    eng_._static_chase(Planned(0, p, False, "mm", fresh, 0.0), [], {}, [], {}, tensors, a @ b, 1.0,
+    eng_._static_chase(Planned(0, p, False, "mm", fresh, 0.0), [], {}, {}, tensors, a @ b, 1.0,
                        deadline=time.perf_counter() - 1, st=st)
     assert compiled == [] and st.static_chased == 0                     # past the deadline
     eng_.static_pool.shutdown()

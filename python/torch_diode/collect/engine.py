@@ -261,8 +261,7 @@ class Engine:
         aten_fns = {id(e): runtime_fns[id(e)] for e in aten}
         retime_static(targets + aten, {**fns, **aten_fns}, self.timer.repeat, max(tm.min_repeats, 10),
                       STATIC_ROUNDS, deadline)
-        st.static_chased = self._static_chase(pl, targets, fns, aten, aten_fns, tensors, ref, ref_norm,
-                                              deadline, st)
+        st.static_chased = self._static_chase(pl, targets, fns, aten_fns, tensors, ref, ref_norm, deadline, st)
         # Counted over all waves; the chase re-times the best static record again, so the
         # waves' return values would count it twice.
         st.static = sum(1 for e in pl.entries if e.static)
@@ -271,7 +270,7 @@ class Engine:
             from .problems import describe
             self.log(f"  note: a record not timed as static is the best Triton record of {describe(pl.problem)}")
 
-    def _static_chase(self, pl: Planned, tried: list, static_fns: dict, aten: list, aten_fns: dict,
+    def _static_chase(self, pl: Planned, tried: list, static_fns: dict, aten_fns: dict,
                       tensors: dict, ref, ref_norm: float, deadline: float, st: Stats,
                       waves: int | None = None) -> int:
         """Static waves (2.4.0; a loop since 2.5.0) for the first-pass records still faster
@@ -284,9 +283,11 @@ class Engine:
         such records remain, at most `waves` (default CHASE_WAVES), never past the deadline:
         a tiny problem can have dozens of first-pass records tied below the best static one
         (addmm 16x840x112 fp16 under 2.4.0: 16). An entry tried once (compiled, or failed:
-        it would fail the same way) is not tried again. Returns how many entries the chase
-        compiled."""
+        it would fail the same way) is not tried again. `static_fns`: id -> static launch of
+        the first wave; `aten_fns`: id -> launch of each ATen entry re-timed beside them.
+        Returns how many entries the chase compiled."""
         tm = self.spec.timing
+        aten = [e for e in pl.entries if id(e) in aten_fns]
         tried_ids = {id(e) for e in tried}
         live = dict(static_fns)   # id -> static launch, of every wave so far
         chased = 0
