@@ -4,8 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 #include "diode/sha256.h"
 #include "diode/wire.h"
@@ -64,25 +66,38 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
   std::map<Problem, std::map<KernelConfig, Acc>> acc;
   size_t skipped_community = 0;
   auto used = [&](const Shard& s) { return s.producer.runner != "community" || opts.include_community; };
+  // Per shard: its collector version, and which of its problems it has records of (the
+  // problems a newer collector supersedes are those it measured, not those it listed).
+  std::vector<std::optional<std::array<int, 3>>> version(d.shards.size());
+  std::vector<std::vector<bool>> measured(d.shards.size());
   // The newest collector version that measured each problem (shards of other producers: none).
   std::map<Problem, std::array<int, 3>> newest;
-  for (const Shard& s : d.shards) {
-    const auto v = collector_version(s.method.collector);
-    if (!v || !used(s)) continue;
-    for (const ShardRecord& r : s.records) {
-      auto [it, fresh] = newest.try_emplace(s.problems.at(r.problem_index), *v);
-      if (!fresh && it->second < *v) it->second = *v;
+  for (size_t i = 0; i < d.shards.size(); ++i) {
+    const Shard& s = d.shards[i];
+    version[i] = collector_version(s.method.collector);
+    if (!version[i] || !used(s)) continue;
+    measured[i].assign(s.problems.size(), false);
+    for (const ShardRecord& r : s.records) measured[i].at(r.problem_index) = true;
+    for (size_t p = 0; p < s.problems.size(); ++p) {
+      if (!measured[i][p]) continue;
+      auto [it, fresh] = newest.try_emplace(s.problems[p], *version[i]);
+      if (!fresh && it->second < *version[i]) it->second = *version[i];
     }
   }
-  for (const Shard& s : d.shards) {
+  for (size_t i = 0; i < d.shards.size(); ++i) {
+    const Shard& s = d.shards[i];
     if (!used(s)) {
       ++skipped_community;
       continue;
     }
-    const auto version = collector_version(s.method.collector);
+    // superseded[p]: a newer collector measured problem p, so this shard's records of it are left out.
+    std::vector<bool> superseded(s.problems.size(), false);
+    if (version[i])
+      for (size_t p = 0; p < s.problems.size(); ++p)
+        superseded[p] = measured[i][p] && newest.at(s.problems[p]) != *version[i];
     for (const ShardRecord& r : s.records) {
       if ((r.flags & kRecordReplayed) && !opts.include_replayed) continue;
-      if (version && newest.at(s.problems.at(r.problem_index)) != *version) continue;  // superseded
+      if (superseded.at(r.problem_index)) continue;
       // A disturbed timing is left out as if never taken: not a failure ("slower than
       // everything" to the trainer and the metrics), just no information.
       if (opts.max_spread > 0 && r.spread_above(opts.max_spread)) continue;

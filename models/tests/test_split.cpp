@@ -240,6 +240,9 @@ TEST(ProblemSet, ANewerCollectorSupersedesAnOlderOnesRecordsOfTheSameProblem) {
   EXPECT_NEAR(ratio(p0), 4.0, 1e-9);  // superseded: 2.5.0's records only
   EXPECT_NEAR(ratio(p1), 2.0, 1e-9);  // another producer: the mean of the logs, x and 4x -> 2x
   EXPECT_NEAR(ratio(d.shards[0].problems[2]), 1.0, 1e-9);  // measured once
+  // The re-collection lists every problem but has records of p0 only (newer.problems is a
+  // copy of the old list): a problem listed without records supersedes nothing.
+  ASSERT_GT(newer.problems.size(), 2u);
   // A configuration only the older collector listed for a superseded problem is gone.
   Dataset only_old = d;
   only_old.shards[1].records.erase(only_old.shards[1].records.begin());

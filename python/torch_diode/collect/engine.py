@@ -128,7 +128,7 @@ class Stats:
     static_failed: int = 0    # static targets whose kernel did not compile, run or match ATen
     static_s: float = 0.0     # wall seconds of the static stage (its compile wait included)
     static_beaten: int = 0    # 1: a record not re-timed as static is still the problem's best Triton record
-    static_chased: int = 0    # entries compiled in the static chase wave (2.4.0; plan.chase_targets)
+    static_chased: int = 0    # entries compiled in the static chase waves (2.4.0; plan.chase_targets)
     lowered_as: str = ""
     best_triton_us: float = 0.0
     aten_us: float = 0.0
