@@ -463,7 +463,13 @@ CompleteResult Store::complete(const std::string& worker_id, const std::string& 
       .bind(6, shard_id)
       .run();
   bool accepted = sqlite3_changes(db_) > 0;
-  stmt("UPDATE leases SET state=?, ended_ms=? WHERE id=?")
+  // A lease that already completed the shard stays `completed`: a retried
+  // COMPLETE on the same lease (the agent's request timed out, or the
+  // coordinator was killed after COMMIT but before the reply went out, and the
+  // agent re-sent it to the restarted coordinator) is answered `duplicate` but
+  // must not rewrite the accepted completion to `duplicate`, or the shard is
+  // left done with no completed lease at all.
+  stmt("UPDATE leases SET state=?, ended_ms=? WHERE id=? AND state!='completed'")
       .bind(1, std::string(accepted ? "completed" : "duplicate"))
       .bind(2, now_ms)
       .bind(3, lease_id)

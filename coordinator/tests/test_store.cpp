@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "store.h"
 
@@ -113,6 +115,61 @@ TEST_F(StoreTest, ReleaseDoesNotCountAnAttempt) {
   EXPECT_EQ(s.expire(1000), 1);
   EXPECT_EQ(s.status(1000, 10)["manifests"][0]["failed"], 1);
   s.commit();
+}
+
+namespace {
+
+// The `leases` rows' states, read with plain SQLite (the Store does not expose them).
+std::vector<std::string> lease_states(const std::string& path, const std::string& sql, const std::string& arg) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK);
+  sqlite3_bind_text(st, 1, arg.c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::string> out;
+  while (sqlite3_step(st) == SQLITE_ROW) out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+}  // namespace
+
+// test_fleet.py::test_coordinator_restart_loses_and_duplicates_nothing once saw
+// 60 shards done but only 59 `completed` leases. The coordinator committed a
+// COMPLETE and was SIGKILLed before the reply reached the agent; the agent
+// re-sent the same COMPLETE (same lease) to the restarted coordinator, which
+// answered `duplicate` (right) but also rewrote that lease from `completed` to
+// `duplicate` (wrong): the shard was left done with no completed lease. The same
+// happens without a restart when the reply merely outlives the agent's timeout.
+TEST_F(StoreTest, RetriedCompleteAfterRestartKeepsTheLeaseCompleted) {
+  Manifest m = small_manifest();
+  std::string lease_id, shard_id;
+  {
+    Store s(path, false);
+    s.begin();
+    s.add_manifest(m, expand_shards(m), 0, nullptr);
+    s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
+    auto a = s.lease_next("w1", {"t"}, 0, 100);
+    ASSERT_TRUE(a);
+    lease_id = a->lease_id;
+    shard_id = a->shard_id;
+    s.commit();
+    s.begin();
+    EXPECT_EQ(s.complete("w1", lease_id, shard_id, kSha, 10, "stored", 50), CompleteResult::accepted);
+    s.commit();
+  }  // the coordinator dies here: committed, reply never sent
+  Store s(path, false);  // restart, as Server's constructor does it
+  s.begin();
+  s.grace_leases(1000);
+  s.commit();
+  s.begin();
+  // The agent's retry of the very same COMPLETE.
+  EXPECT_EQ(s.complete("w1", lease_id, shard_id, kSha, 10, "duplicate", 300), CompleteResult::duplicate);
+  s.commit();
+  EXPECT_EQ(s.status(400, 1000)["manifests"][0]["done"], 1);
+  EXPECT_EQ(lease_states(path, "SELECT state FROM leases WHERE id=?", lease_id), std::vector<std::string>{"completed"});
+  EXPECT_EQ(lease_states(path, "SELECT state FROM leases WHERE shard_id=? AND state='completed'", shard_id).size(), 1u);
 }
 
 // Issue 16, item 4: a lease on shard A cannot complete shard B. Before the fix
