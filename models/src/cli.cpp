@@ -44,8 +44,9 @@ void register_model_commands(CLI::App& app) {
                 "it names; may be repeated");
   v->add_option("--compare", o->compare, "a second model directory judged on the same problems, side by side");
   v->add_flag("--gate", o->gate,
-              "with --compare: apply the hub's publish rule (better_or_equal: top-1/5/10 geomean and top-5 p90 "
-              "no worse than the compared model's, 0.2% tolerance); exit 3 when the model fails it");
+              "with --compare: apply the hub's publish rule (better_or_equal on the overall view, cuBLAS included: "
+              "top-1/5/10 geomean and top-5 p90 no worse than the compared model's, 0.2% tolerance); exit 3 when "
+              "the model fails it");
   v->add_flag("--json", o->json, "print the overall view as JSON (docs/training.md) instead of tables");
   v->add_flag("--include-community", o->include_community, "also use community-contributed shards");
   v->add_flag("--cross-hardware", o->cross_hardware,
@@ -124,7 +125,7 @@ void register_model_commands(CLI::App& app) {
     }
     if (o->gate)
       std::cerr << "gate: " << o->model << (passes ? " is better than or equal to " : " is WORSE than ") << o->compare
-                << " on these " << ev.problems.size() << " problems (better_or_equal: top-1/5/10 geomean, top-5 p90)\n";
+                << " on these " << ev.problems.size() << " problems (better_or_equal, overall view: top-1/5/10 geomean, top-5 p90)\n";
     if (!o->report.empty()) {
       const models::Comparison cmp{o->compare, other ? &*other : nullptr};
       models::write_report(o->report, ev,

@@ -314,10 +314,12 @@ bool better_or_equal(const Metrics& c, const Metrics& p, double tol) {
     throw std::invalid_argument("metrics were measured on different test problems (" + c.test_set_id +
                                 " vs " + p.test_set_id + "); evaluate both models on one dataset");
   for (int k : kRegretK) {
-    if (!c.model.count(k) || !p.model.count(k)) throw std::invalid_argument("metrics lack regret@k");
-    if (c.model.at(k).geomean > p.model.at(k).geomean * (1 + tol)) return false;
+    if (!c.overall.count(k) || !p.overall.count(k))
+      throw std::invalid_argument("metrics lack the overall regret@" + std::to_string(k) +
+                                  " (read from an old model.json?); evaluate both models on one dataset");
+    if (c.overall.at(k).geomean > p.overall.at(k).geomean * (1 + tol)) return false;
   }
-  return c.model.at(5).p90 <= p.model.at(5).p90 * (1 + tol);
+  return c.overall.at(5).p90 <= p.overall.at(5).p90 * (1 + tol);
 }
 
 }  // namespace diode::models

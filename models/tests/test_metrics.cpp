@@ -93,18 +93,40 @@ TEST(Gate, BetterOrEqual) {
   Metrics pub;
   pub.problems = 10;
   pub.test_set_id = "abc";
-  for (int k : kRegretK) pub.model[k] = {1.05, 1.2};
+  for (int k : kRegretK) pub.overall[k] = {1.05, 1.2};
   Metrics cand = pub;
   EXPECT_TRUE(better_or_equal(cand, pub));
-  cand.model[1] = {1.03, 1.1};
+  cand.overall[1] = {1.03, 1.1};
   EXPECT_TRUE(better_or_equal(cand, pub));
-  cand.model[10] = {1.06, 1.2};  // worse at k = 10 beyond the 0.2% tolerance
+  cand.overall[10] = {1.06, 1.2};  // worse at k = 10 beyond the 0.2% tolerance
   EXPECT_FALSE(better_or_equal(cand, pub));
-  cand.model[10] = {1.0515, 1.2};  // within tolerance
+  cand.overall[10] = {1.0515, 1.2};  // within tolerance
   EXPECT_TRUE(better_or_equal(cand, pub));
-  cand.model[5] = {1.05, 1.3};  // p90 at k = 5 worse
+  cand.overall[5] = {1.05, 1.3};  // p90 at k = 5 worse
   EXPECT_FALSE(better_or_equal(cand, pub));
   cand = pub;
   cand.test_set_id = "other";
   EXPECT_THROW(better_or_equal(cand, pub), std::invalid_argument);
+}
+
+// The gate judges what the hook runs: the model's picks among every candidate,
+// cuBLAS included (Metrics::overall). A candidate better there passes even when
+// its Triton-only ranking (Metrics::model) is worse, and the reverse fails.
+TEST(Gate, JudgesTheOverallViewNotTheTritonOnlyOne) {
+  Metrics pub;
+  pub.problems = 10;
+  pub.test_set_id = "abc";
+  for (int k : kRegretK) pub.overall[k] = {1.03, 1.09}, pub.model[k] = {1.05, 1.04};
+  Metrics cand = pub;
+  for (int k : kRegretK) cand.model[k] = {1.08, 1.20};  // worse Triton-only ranking
+  EXPECT_TRUE(better_or_equal(cand, pub));
+  cand = pub;
+  for (int k : kRegretK) cand.model[k] = {1.00, 1.00};  // better Triton-only ranking ...
+  cand.overall[1] = {1.04, 1.09};                       // ... but worse picks overall
+  EXPECT_FALSE(better_or_equal(cand, pub));
+  // Metrics without the overall view (an old model.json) cannot be gated.
+  Metrics old = pub;
+  old.overall.clear();
+  EXPECT_THROW(better_or_equal(pub, old), std::invalid_argument);
+  EXPECT_THROW(better_or_equal(old, pub), std::invalid_argument);
 }
