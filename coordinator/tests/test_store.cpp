@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct StoreTest : ::testing::Test {
   }
   void TearDown() override {
     for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(path + sfx);
+  }
+  // The start most tests share, inside the caller's transaction: `m` added,
+  // worker w1 registered, and w1's first lease (at t = 0, for 100 ms).
+  static std::optional<LeaseGrant> add_and_lease_first(Store& s, const Manifest& m) {
+    s.add_manifest(m, expand_shards(m), 0, nullptr);
+    s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
+    return s.lease_next("w1", {"t"}, 0, 100);
   }
 };
 
@@ -102,9 +110,7 @@ TEST_F(StoreTest, ReleaseDoesNotCountAnAttempt) {
   Manifest m = small_manifest(1);
   Store s(path, false);
   s.begin();
-  s.add_manifest(m, expand_shards(m), 0, nullptr);
-  s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
-  auto a = s.lease_next("w1", {"t"}, 0, 100);
+  auto a = add_and_lease_first(s, m);
   ASSERT_TRUE(a);
   EXPECT_TRUE(s.release("w1", a->lease_id, 10));
   auto again = s.lease_next("w1", {"t"}, 20, 100);
@@ -148,9 +154,7 @@ TEST_F(StoreTest, RetriedCompleteAfterRestartKeepsTheLeaseCompleted) {
   {
     Store s(path, false);
     s.begin();
-    s.add_manifest(m, expand_shards(m), 0, nullptr);
-    s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
-    auto a = s.lease_next("w1", {"t"}, 0, 100);
+    auto a = add_and_lease_first(s, m);
     ASSERT_TRUE(a);
     lease_id = a->lease_id;
     shard_id = a->shard_id;
@@ -178,9 +182,7 @@ TEST_F(StoreTest, CompleteNamingAnotherShardIsRefused) {
   Manifest m = small_manifest();
   Store s(path, false);
   s.begin();
-  s.add_manifest(m, expand_shards(m), 0, nullptr);
-  s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
-  auto a = s.lease_next("w1", {"t"}, 0, 100);
+  auto a = add_and_lease_first(s, m);
   ASSERT_TRUE(a);
   ASSERT_EQ(a->shard_id, "t/s000000");
   EXPECT_EQ(s.complete("w1", a->lease_id, "t/s000001", kSha, 10, "stored", 10), CompleteResult::wrong_shard);
