@@ -92,6 +92,29 @@ def test_info_rows_only_count_workloads_default_autotuned():
     assert g["predict_gpu_vs_best"]["n"] == 2  # the goal itself keeps every GEMM
 
 
+def test_oracle_info_row_bounds_predict_vs_default():
+    """oracle_gpu_vs_default@info: geomean over the GEMMs of min(best, DEFAULT) / DEFAULT, the
+    lowest predict_gpu_vs_default any selector could reach; information, never PASS/FAIL."""
+    ws = ["l3_kv_m4", "vit_fc1_b8", "mlp_block"]
+    res = _synthetic()
+    # best 8.5 (collector) < DEFAULT 10 on l3_kv_m4; on vit_fc1_b8 DEFAULT 10 < best 20 (cuBLAS)
+    g = {x["goal"]: x for x in b.summarize(res, ws)["goals"]}
+    o = g[b.ORACLE]
+    assert o["n"] == o["of"] == 2  # the GEMM workloads only, not the model
+    assert o["value"] == pytest.approx(math.sqrt(0.85 * 1.0)) and o["result"] == "info"
+    assert o["threshold"] == g["predict_gpu_vs_default"]["threshold"]
+    # a GEMM without a DEFAULT row is left out of the geomean but counted in "of"
+    g2 = {x["goal"]: x for x in b.summarize([r for r in res if not (r["workload"] == "vit_fc1_b8" and
+                                                                     r["mode"] == "default")], ws)["goals"]}
+    assert g2[b.ORACLE]["n"] == 1 and g2[b.ORACLE]["of"] == 2
+    assert g2[b.ORACLE]["value"] == pytest.approx(0.85)
+    # no DEFAULT at all: no value, still no PASS/FAIL
+    g3 = {x["goal"]: x for x in b.summarize([r for r in res if r["mode"] != "default"], ws)["goals"]}
+    assert g3[b.ORACLE]["value"] is None and g3[b.ORACLE]["result"] == "info"
+    md = b.table_md(res, ws, list(b.DEFAULT_MODES), {})
+    assert (f"| {b.ORACLE} | {math.sqrt(0.85):.3f} (geomean) | (goal <= 0.9) | 2/2 | **info** |") in md
+
+
 def test_goal_without_data_is_na_and_failed_runs_do_not_count():
     res = [_r("l3_kv_m4", "plain", 2.0, 12.0, eager_us=10.0), _r("l3_kv_m4", "default", 10.0, 10.0),
            _r("l3_kv_m4", "diode_predict", None, None, status="error")]
@@ -211,6 +234,9 @@ def test_dry_run_end_to_end(tmp_path):
     md = (out / "table.md").read_text()
     assert md.startswith("**DRY RUN") and md.count("**PASS**") + md.count("**FAIL**") == len(b.GOALS)
     assert "predict_gpu_vs_default@autotuned" in md and "**info: " in md
+    o = next(x for x in d["summary"]["goals"] if x["goal"] == b.ORACLE)
+    assert o["result"] == "info" and o["n"] == 2 and 0 < o["value"] <= 1.0  # two GEMMs with DEFAULT + best
+    assert f"| {b.ORACLE} | {o['value']:.3f} (geomean) |" in md
     # merge: the parts' JSON joined again gives the same goals
     half = [dict(d, results=[r for r in d["results"] if r["workload"] == "l3_q_m1"]),
             dict(d, results=[r for r in d["results"] if r["workload"] != "l3_q_m1"])]
