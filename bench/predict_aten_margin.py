@@ -11,7 +11,13 @@ below ATen's predicted time; outside the model's training sizes (model.json data
 ATen is chosen, as the hook does. Per margin it prints the regret of the choice against the best
 of everything measured (EXHAUSTIVE Triton and ATen), against cuBLAS alone, and how often
 ATen is chosen. Use problems the model was not trained on (the model's dataset hash and
-problem count are printed).
+problem count are printed), e.g. the trainer's test split: `--split-list LIST` keeps only the
+problems of a `diode validate --dataset DIR --list-split test --json > LIST` file (matched by
+shape, op, dtypes, layout and bias). Per op and dtype, margin 0 (predict mode as shipped) is
+printed next to cuBLAS alone, the question a release asks: would predict mode slow any op?
+
+    build/cli/diode validate --dataset datasets/nvidia-h200-144gb --list-split test --json > test.json
+    .venv/bin/python bench/predict_aten_margin.py --model MODEL --split-list test.json datasets/nvidia-h200-144gb
 
     .venv/bin/python bench/predict_aten_margin.py --model python/torch_diode/bundles/nvidia-h100-80gb/2 \
         datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p0*.msgpack.gz ...
@@ -35,8 +41,24 @@ from torch_diode.model import load_model_dir  # noqa: E402
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
 
-def problems_of(paths):
-    """(problem, ok records of it) for every problem with an `aten` record and a DEFAULT Triton config."""
+def problem_key(p) -> tuple:
+    """What identifies a problem across the wire format and `diode validate --list-split --json`."""
+    get = (lambda f: p[f]) if isinstance(p, dict) else (lambda f: getattr(p, f))
+    return tuple(get(f) for f in ("op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out",
+                                  "trans_a", "trans_b", "bias"))
+
+
+def read_split_list(path: str) -> set:
+    with open(path) as f:
+        items = json.load(f)
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise SystemExit(f"{path}: expected the JSON list of `diode validate --list-split SPLIT --json`")
+    return {problem_key(x) for x in items}
+
+
+def problems_of(paths, keep=None):
+    """(problem, ok records of it) for every problem with an `aten` record and a DEFAULT Triton config
+    (only those whose problem_key is in `keep`, when given)."""
     for path in paths:
         for shard in load_dataset(path).shards:
             recs = collections.defaultdict(list)
@@ -44,6 +66,8 @@ def problems_of(paths):
                 if r.status == "ok" and r.median_us > 0:
                     recs[r.problem_index].append(r)
             for i, rs in sorted(recs.items()):
+                if keep is not None and problem_key(shard.problems[i]) not in keep:
+                    continue
                 if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
                     yield shard.problems[i], rs
 
@@ -59,13 +83,16 @@ def main(argv=None) -> int:
     ap.add_argument("--model", required=True, help="model directory (model.json + weights)")
     ap.add_argument("--json", default="", help="write the table as JSON here")
     ap.add_argument("--per-problem", action="store_true", help="list each problem at margin 0")
+    ap.add_argument("--split-list", default="", metavar="LIST",
+                    help="only the problems of this `diode validate --list-split SPLIT --json` file")
     ap.add_argument("datasets", nargs="+", help="dataset files or directories")
     a = ap.parse_args(argv)
     model = load_model_dir(a.model)
     ranker = Ranker(model)
     trained = model.info.meta.get("dataset", {})
     rows = []  # per problem: (problem, best, aten, [(triton score gap, triton time)], best-scored choice)
-    for p, rs in problems_of(a.datasets):
+    keep = read_split_list(a.split_list) if a.split_list else None
+    for p, rs in problems_of(a.datasets, keep):
         cands = [r for r in rs if r.config.is_triton and r.flags & DEFAULT_FLAG]
         aten = next(r for r in rs if r.config.template == "aten")
         offered = cands + [aten]
@@ -101,6 +128,24 @@ def main(argv=None) -> int:
                       "regret_max": mx, "vs_cublas_geomean": gc, "vs_cublas_max": mxc, "aten_chosen": n_aten})
     g, p90, mx = stats([r["default_best"] / r["best"] for r in rows])
     print(f"| (best of DEFAULT list + ATen, measured) | {g:.3f} / {p90:.3f} / {mx:.3f} | | |")
+    # Per op and dtype at margin 0 (predict mode as the hook runs it) against cuBLAS alone.
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups["op " + r["problem"].op].append(r)
+        groups["dtype " + r["problem"].dtype_a].append(r)
+    per_group = {}
+    print("\n| group (margin 0) | problems | predict regret geomean | cuBLAS alone regret geomean | predict / cuBLAS geomean, max |")
+    print("|---|---|---|---|---|")
+    for name in sorted(groups):
+        rs = groups[name]
+        pick = [r["triton"] if r["gap"] > 0 else r["aten"] for r in rs]
+        g_pred = stats([t / r["best"] for t, r in zip(pick, rs)])[0]
+        g_cub = stats([r["aten"] / r["best"] for r in rs])[0]
+        g_vs, _, mx_vs = stats([t / r["aten"] for t, r in zip(pick, rs)])
+        per_group[name] = {"problems": len(rs), "predict_regret_geomean": g_pred,
+                           "cublas_regret_geomean": g_cub, "predict_vs_cublas_geomean": g_vs,
+                           "predict_vs_cublas_max": mx_vs}
+        print(f"| {name} | {len(rs)} | {g_pred:.3f} | {g_cub:.3f} | {g_vs:.3f}, {mx_vs:.3f} |")
     if a.per_problem:
         for r in sorted(rows, key=lambda r: r["triton"] / r["aten"]):
             p = r["problem"]
@@ -109,7 +154,7 @@ def main(argv=None) -> int:
                   f"{gap}, triton/aten measured {r['triton'] / r['aten']:.3f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"problems": len(rows), "model": a.model, "table": table}, f, indent=1)
+            json.dump({"problems": len(rows), "model": a.model, "table": table, "per_group": per_group}, f, indent=1)
     return 0
 
 

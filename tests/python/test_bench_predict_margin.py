@@ -26,3 +26,42 @@ def test_replay_table_is_consistent(tmp_path):
     assert chosen == sorted(chosen)         # a larger margin never chooses ATen less often
     for row in t["table"]:
         assert 1.0 <= row["regret_geomean"] <= row["regret_max"]   # nothing beats the best measured
+
+
+def test_split_list_keeps_only_the_listed_problems_and_groups_them(tmp_path):
+    """--split-list (a `diode validate --list-split --json` file) restricts the replay to its
+    problems, and the per-op / per-dtype rows at margin 0 add up to them."""
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import dataclasses
+    import predict_aten_margin as pam
+    from torch_diode.dataset import load_dataset
+    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
+    model = max(model.iterdir(), key=lambda p: int(p.name))
+    data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
+    every = [p for p, _ in pam.problems_of([str(data)])]
+    listed = every[::3]
+    assert 2 <= len(listed) < len(every)
+    # the list file carries more fields than the key (configs, times); only the key matters
+    lst = tmp_path / "split.json"
+    lst.write_text(json.dumps([dict(dataclasses.asdict(p), configs=[], us=[], problem="0" * 16) for p in listed]))
+    out = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
+                        "--split-list", str(lst), "--json", str(out), str(data)],
+                       capture_output=True, text=True, check=True)
+    t = json.loads(out.read_text())
+    assert t["problems"] == len({pam.problem_key(p) for p in listed}) and f"{t['problems']} problems" in r.stdout
+    ops = {k: v for k, v in t["per_group"].items() if k.startswith("op ")}
+    dtypes = {k: v for k, v in t["per_group"].items() if k.startswith("dtype ")}
+    assert sum(v["problems"] for v in ops.values()) == t["problems"]
+    assert sum(v["problems"] for v in dtypes.values()) == t["problems"]
+    assert set(ops) == {"op " + p.op for p in listed}
+    for v in t["per_group"].values():
+        assert v["predict_regret_geomean"] >= 1.0 and v["cublas_regret_geomean"] >= 1.0
+        assert v["predict_vs_cublas_geomean"] <= v["predict_vs_cublas_max"]
+    # a file that is not a list of problems is refused with a clear message
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"problems": 3}))
+    r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
+                        "--split-list", str(bad), str(data)], capture_output=True, text=True)
+    assert r.returncode != 0 and "--list-split" in r.stderr
