@@ -29,6 +29,10 @@ Inductor and Triton caches, caches force-disabled):
                    the model's choice alone, nothing benchmarked (PREDICT_OPTIONS: GEMM templates on,
                    no coordinate descent, which benchmarks pointwise/reduction kernels and turns
                    M = 1 GEMMs into reductions: +4 s on an M = 1 GEMM, 2x plain on the MLP block)
+  diode_predict_cd diode_predict plus coordinate_descent_tuning (off by default; --modes adds it): Inductor's
+                   mm/bmm decompositions turn an M = 1 (or N = 1) GEMM into a reduction only under
+                   coordinate descent, and DEFAULT's reduction beat cuBLAS 1.13-1.30x on the M = 1
+                   rows of 2026-11-26; this mode measures what that costs predict in compile time
   diode_top5       max-autotune + torch_diode mode=topk: Inductor benchmarks the model's top-k (k=5)
   collector        python -m torch_diode.collect on the GEMM workloads (EXHAUSTIVE space, every config
                    timed, ATen included): the best ok record is "best of EXHAUSTIVE" (one subprocess per part)
@@ -88,13 +92,15 @@ REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")
 SHIPPED = os.path.join(PYTHON_DIR, "torch_diode", "bundles", "nvidia-h100-80gb")
 
-COMPILE_MODES = ("plain", "default", "diode_predict", "diode_top5", "exhaustive", "diode_exhaustive")
+COMPILE_MODES = ("plain", "default", "diode_predict", "diode_top5", "exhaustive", "diode_exhaustive",
+                 "diode_predict_cd")
 MODES = COMPILE_MODES[:4] + ("collector",) + COMPILE_MODES[4:]
 DEFAULT_MODES = ("plain", "default", "diode_predict", "diode_top5", "collector")
 ALIASES = {"diode": "diode_top5", "predict": "diode_predict", "top5": "diode_top5"}
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 AUTOTUNE_MODE = "max-autotune-no-cudagraphs"  # no CUDA graph: its input-copy kernels are not the GEMM's
 PREDICT_OPTIONS = {"max_autotune_gemm": True}  # predict mode as docs/hook.md recommends it
+PREDICT_CD_OPTIONS = dict(PREDICT_OPTIONS, coordinate_descent_tuning=True)  # + M = 1 GEMMs as reductions
 LOCK_ENV = "DIODE_E2E_LOCK"  # lock file held by a worker from compile to the end of its measurement
 
 # Workloads: layers of real models, none of them in datasets/nvidia-h100-80gb (--check-dataset).
@@ -148,7 +154,7 @@ DEFAULT_WORKLOADS = tuple(WORKLOADS)
 WORKER_START_S = 18.0  # measured on the H100, 2026-11-25: ~23 s wall per worker around a 2-4 s compile
 JOBS = 1  # --jobs: workers overlap their start-up, so each costs WORKER_START_S / JOBS of the part
 MEASURE_S = 1.5
-COMPILE_EST_S = {"plain": 2.0, "default": 11.0, "diode_predict": 2.5, "diode_top5": 5.0,
+COMPILE_EST_S = {"plain": 2.0, "default": 11.0, "diode_predict": 2.5, "diode_predict_cd": 5.0, "diode_top5": 5.0,
                  "exhaustive": 240.0, "diode_exhaustive": 30.0}
 COLLECTOR_START_S = 15.0
 COLLECTOR_CLASS_S = 40.0
@@ -163,7 +169,7 @@ def gemm_count(spec: dict) -> int:
 def estimate_s(mode: str, spec: dict) -> float:
     """Wall seconds of one compile-mode worker (a model's GEMMs add half a GEMM's compile each)."""
     g = gemm_count(spec)
-    if mode != "plain" and spec["kind"] == "gemm" and 1 in (spec["m"], spec["n"]):
+    if mode not in ("plain", "diode_predict_cd") and spec["kind"] == "gemm" and 1 in (spec["m"], spec["n"]):
         mode = "diode_predict"  # M or N = 1: a reduction under max-autotune, nothing is autotuned
     return WORKER_START_S / JOBS + MEASURE_S * (1 + 0.3 * (g - 1)) + COMPILE_EST_S[mode] * (1 + 0.5 * (g - 1))
 
@@ -424,9 +430,11 @@ def _fake_result(mode: str, workload: str) -> dict:
     flops = 2.0 * spec.get("batch", 1) * spec.get("m", spec.get("tokens", 512)) * spec.get("n", 2048) * \
         spec.get("k", spec.get("d", 2048)) * gemm_count(spec)
     base = 4.0 + flops / 500e6  # us at 500 TFLOP/s + 4 us
-    gpu = {"plain": 1.12, "default": 1.0, "diode_predict": 0.93, "diode_top5": 0.9, "exhaustive": 0.89,
+    gpu = {"plain": 1.12, "default": 1.0, "diode_predict": 0.93, "diode_predict_cd": 0.92, "diode_top5": 0.9,
+           "exhaustive": 0.89,
            "diode_exhaustive": 0.9}[mode] * base * (0.98 + 0.04 * h)
-    comp = {"plain": 2.0, "default": 12.0, "diode_predict": 2.4, "diode_top5": 5.0, "exhaustive": 200.0,
+    comp = {"plain": 2.0, "default": 12.0, "diode_predict": 2.4, "diode_predict_cd": 4.0, "diode_top5": 5.0,
+            "exhaustive": 200.0,
             "diode_exhaustive": 25.0}[mode] * (1 + 0.5 * (gemm_count(spec) - 1)) * (0.9 + 0.2 * h)
     m1 = spec.get("m") == 1
     r = {"mode": mode, "workload": workload, "status": "ok", "fake": True, "compile_s": comp,
@@ -487,15 +495,15 @@ def worker(a) -> dict:
     dtype = getattr(torch, DTYPES[a.dtype or spec["dtype"]])
     fn, args = build(spec, dtype, dev)
     compile_kwargs = {}
-    if a.mode == "diode_predict":
-        compile_kwargs["options"] = dict(PREDICT_OPTIONS)
+    if a.mode in ("diode_predict", "diode_predict_cd"):
+        compile_kwargs["options"] = dict(PREDICT_OPTIONS if a.mode == "diode_predict" else PREDICT_CD_OPTIONS)
         config.max_autotune_gemm_search_space = "DEFAULT"
     elif a.mode != "plain":
         compile_kwargs["mode"] = AUTOTUNE_MODE
         config.max_autotune_gemm_search_space = "EXHAUSTIVE" if a.mode == "exhaustive" else "DEFAULT"
     if a.mode.startswith("diode"):
         import torch_diode
-        opts = {"mode": "predict"} if a.mode == "diode_predict" else {
+        opts = {"mode": "predict"} if a.mode in ("diode_predict", "diode_predict_cd") else {
             "mode": "topk", "top_k": a.top_k, "threshold": a.threshold,
             "search_space": "exhaustive" if a.mode == "diode_exhaustive" else "default"}
         res["diode_options"] = opts
@@ -544,7 +552,7 @@ def worker(a) -> dict:
     if a.mode.startswith("diode"):
         import torch_diode
         res["diode_stats"] = torch_diode.get_prediction_stats()
-        if a.mode == "diode_predict":  # predict benchmarks nothing: the hook's calls are the GEMMs it was asked
+        if a.mode in ("diode_predict", "diode_predict_cd"):  # predict benchmarks nothing: the hook's calls are the GEMMs it was asked
             res["gemm_autotuned"] = res["diode_stats"].get("calls", 0)
     res["status"] = "ok"
     return res
@@ -774,7 +782,9 @@ def mode_geomeans(rows: dict) -> dict:
     """Per compile mode, geomeans over every workload that has the ratio (GEMMs and models
     alike): the figures that choose the hook's default mode (docs/hook.md, Modes)."""
     out = {}
-    for m in ("plain", "diode_predict", "diode_top5"):
+    for m in ("plain", "diode_predict", "diode_predict_cd", "diode_top5"):
+        if m == "diode_predict_cd" and not any(m in r["modes"] for r in rows.values()):
+            continue  # an opt-in mode: a row only when it ran
         out[m] = {}
         for key in ("gpu_x_default", "compile_x_plain", "compile_x_default"):
             xs = [x for r in rows.values() if (x := r["modes"].get(m, {}).get(key)) is not None]
@@ -876,7 +886,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
             ds = r.get("diode_stats")
             if ds and m != "collector":
                 note = (f"hook calls {ds.get('calls')}, kept {ds.get('configs_kept')}/{ds.get('configs_seen')}"
-                        + (f", predicted {json.dumps(ds.get('predicted'))}" if m == "diode_predict" else "")
+                        + (f", predicted {json.dumps(ds.get('predicted'))}" if m in ("diode_predict", "diode_predict_cd") else "")
                         + (f", passthrough {json.dumps(ds.get('passthrough'))}" if ds.get("passthrough") else "")
                         + (f", fallbacks {json.dumps(ds.get('fallbacks'))}" if ds.get("fallbacks") else "")
                         + (f"; {note}" if note else ""))
@@ -1178,7 +1188,8 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
     # (the "best" reference of three goals), then the small models, then Inductor's own
     # EXHAUSTIVE runs. The collector gets at most --collector-s and leaves the models their
     # estimated time, but has at least 120 s; whatever overruns --budget-s is skipped_budget.
-    cm = [m for m in ("plain", "diode_predict", "diode_top5", "default", "diode_exhaustive") if m in modes]
+    cm = [m for m in ("plain", "diode_predict", "diode_predict_cd", "diode_top5", "default", "diode_exhaustive")
+          if m in modes]
     gemm_ws = [w for w in workloads if WORKLOADS[w]["kind"] == "gemm"]
     model_ws = [w for w in workloads if WORKLOADS[w]["kind"] != "gemm"]
     order = [(w, m) for w in gemm_ws for m in cm]

@@ -247,3 +247,25 @@ def test_dry_run_end_to_end(tmp_path):
     assert b.merge(paths, str(tmp_path / "merged")) == 0
     m = json.loads((tmp_path / "merged" / "results.json").read_text())
     assert m["summary"]["goals"] == d["summary"]["goals"]
+
+
+def test_predict_cd_mode_is_opt_in_and_summarized_when_it_ran():
+    """diode_predict_cd (predict + coordinate descent, so M = 1 GEMMs become reductions) is not a
+    default mode, compiles with the predict options plus coordinate_descent_tuning, is costed
+    like a compile that tunes (not like predict's plain-speed compile) on an M = 1 GEMM, and
+    gets its own row in the per-mode geomeans only when it ran."""
+    assert "diode_predict_cd" in b.COMPILE_MODES and "diode_predict_cd" not in b.DEFAULT_MODES
+    assert b.PREDICT_CD_OPTIONS == dict(b.PREDICT_OPTIONS, coordinate_descent_tuning=True)
+    m1 = b.WORKLOADS["l3_q_m1"]
+    assert b.estimate_s("diode_predict_cd", m1) > b.estimate_s("diode_predict", m1)
+    res = _synthetic()
+    ws = ["l3_kv_m4", "vit_fc1_b8", "mlp_block"]
+    assert "diode_predict_cd" not in b.summarize(res, ws)["modes"]
+    res.append(_r("l3_kv_m4", "diode_predict_cd", 6.0, 7.5))
+    s = b.summarize(res, ws)
+    cd = s["modes"]["diode_predict_cd"]
+    assert cd["gpu_x_default"]["n"] == 1 and cd["gpu_x_default"]["geomean"] == pytest.approx(0.75)
+    assert cd["compile_x_plain"]["geomean"] == pytest.approx(3.0)
+    # the goals still judge diode_predict alone
+    g = {x["goal"]: x for x in s["goals"]}
+    assert g["predict_gpu_vs_default"]["value"] == pytest.approx(b.geomean([0.8, 0.8]))
