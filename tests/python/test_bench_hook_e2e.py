@@ -269,3 +269,28 @@ def test_predict_cd_mode_is_opt_in_and_summarized_when_it_ran():
     # the goals still judge diode_predict alone
     g = {x["goal"]: x for x in s["goals"]}
     assert g["predict_gpu_vs_default"]["value"] == pytest.approx(b.geomean([0.8, 0.8]))
+
+
+def test_autotune_summary_keeps_aten_time_when_triton_wins():
+    """The feedback saver's record of one autotune keeps the fastest extern (ATen) choice's time
+    and the four fastest choices, so a run where Inductor's benchmark preferred a Triton config
+    to ATen shows by how much (2026-11-26: top-5 mlp_block kept ATen and lost it to Triton)."""
+    class ExternKernelCaller:
+        def __init__(self, d):
+            self.description = d
+
+    class TritonTemplateCaller:
+        def __init__(self, d):
+            self.description = d
+
+    tri = [TritonTemplateCaller(f"BLOCK_M={m}") for m in (64, 128, 32, 16, 256)]
+    aten = ExternKernelCaller("aten.mm")
+    timings = {tri[0]: 0.050, tri[1]: 0.049, aten: 0.0512, tri[2]: 0.06, tri[3]: 0.07, tri[4]: 0.08}
+    s = b.autotune_summary("mm", timings)
+    assert s["op"] == "mm" and s["choices"] == 6
+    assert s["best"] == "BLOCK_M=128" and s["best_ms"] == pytest.approx(0.049)
+    assert s["extern_best"] == "aten.mm" and s["extern_best_ms"] == pytest.approx(0.0512)
+    assert [f[0] for f in s["fastest"]] == ["BLOCK_M=128", "BLOCK_M=64", "aten.mm", "BLOCK_M=32"]
+    none = b.autotune_summary("bmm", {tri[0]: 0.01})
+    assert none["extern_best_ms"] is None and none["extern_best"] is None and none["choices"] == 1
+    assert b.autotune_summary("mm", {})["best_ms"] is None
