@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Which cuBLAS call predict mode should hand over for addmm with a row bias (docs/hook.md, Modes).
+"""How repeatable the collector's ATen timings are: the two cuBLAS records of an addmm with a row bias.
 
 Inductor offers two cuBLAS choices for such an addmm: `aten::addmm` (its bias expanded to
 M x N and copied into the output before the GEMM) and `aten::bias_addmm` (a 1-D bias: the
-cuBLASLt bias epilogue, as eager addmm runs it). The collector times both; this prints,
-per problem of a dataset that has both ok records, bias_addmm / aten, and their geomean.
+cuBLASLt bias epilogue, as eager addmm runs it). The collector records both, but it runs
+the same call for both (collect/engine.py: every `aten*` choice is `_aten_fn`, which passes
+the 1-D bias of collect/problems.py), so what their ratio measures is the **repeatability
+of one cuBLAS call timed twice** in the same problem, not which call is faster (docs/hook.md,
+Modes, says which one predict hands over and why). Per problem of a dataset with both ok
+records it prints bias_addmm / aten, then per collector version the geomean, median and range.
 
     .venv/bin/python bench/dataset_bias_addmm.py datasets/nvidia-h100-80gb
 """
@@ -32,8 +36,19 @@ def ratios(path: str) -> list[tuple[float, object]]:
                 times[r.problem_index][r.config.template] = r.median_us
         for i, t in times.items():
             if OWN in t and BIAS in t:
-                out.append((t[BIAS] / t[OWN], shard.problems[i]))
+                out.append((t[BIAS] / t[OWN], shard.problems[i], collector_of(shard)))
     return sorted(out, key=lambda x: x[0])
+
+
+def collector_of(shard) -> str:
+    """The collector version that wrote the shard (wire version 2 method), '?' when absent."""
+    return shard.method.collector or "?"
+
+
+def summary(xs: list[float]) -> str:
+    s = sorted(xs)
+    g = math.exp(sum(math.log(x) for x in s) / len(s))
+    return f"geomean {g:.3f}, median {s[len(s) // 2]:.3f}, range {s[0]:.3f}-{s[-1]:.3f}"
 
 
 def main(argv=None) -> int:
@@ -44,12 +59,14 @@ def main(argv=None) -> int:
     if not rs:
         print("no problem with both aten and aten::bias_addmm ok records")
         return 1
-    for x, p in rs:
-        print(f"{x:7.3f}  {p.op} {p.m}x{p.n}x{p.k} {p.dtype_a} bias={p.bias}")
-    g = math.exp(sum(math.log(x) for x, _ in rs) / len(rs))
-    faster = sum(x < 1 for x, _ in rs)
-    print(f"bias_addmm / aten over {len(rs)} problems: geomean {g:.3f}, median {rs[len(rs) // 2][0]:.3f}, "
-          f"bias_addmm faster on {faster}")
+    by = collections.defaultdict(list)
+    for x, p, c in rs:
+        print(f"{x:7.3f}  {p.op} {p.m}x{p.n}x{p.k} {p.dtype_a} bias={p.bias}  ({c})")
+        by[c].append(x)
+    print(f"the same cuBLAS call timed twice (bias_addmm / aten) over {len(rs)} problems: "
+          f"{summary([x for x, _, _ in rs])}")
+    for c in sorted(by):
+        print(f"  {c}: {len(by[c])} problems, {summary(by[c])}")
     return 0
 
 
