@@ -65,6 +65,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_tra
 
 from collector_fidelity import (DECODE_M, load_problems, median, our_kernel, p90,  # noqa: E402
                                 per_call_kernels, select_problems)
+from cupti_trace import call_launches  # noqa: E402  (per call, its GPU activities in launch order)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
 SMALL_US = 20.0        # "small" problems: ATen's CUPTI kernel sum under this (us)
@@ -96,29 +97,6 @@ def recorded(recs) -> dict:
 
 
 MEMOPS = ("gpu_memcpy", "gpu_memset")  # GPU work that is not a kernel: inside the events, not in the kernel sum
-
-
-def call_launches(events: list[dict], marker: str = MARKER, cats=("kernel",)) -> list[list[tuple]]:
-    """From a Chrome trace: per call, its GPU activities of categories `cats` (name, start,
-    duration) in order, split at the marker kernel as collector_fidelity.per_call_kernels
-    splits them (same calls, same order; that function sums by name, so it cannot count
-    launches, and sees kernels only)."""
-    cats_asked = tuple(c.lower() for c in cats)
-    cats = cats_asked + ("kernel",)   # the marker is a kernel
-    evs = sorted((e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in cats),
-                 key=lambda e: e.get("ts", 0))
-    calls, cur = [], None
-    for e in evs:
-        name = str(e.get("name", ""))[:160]
-        if marker in name:
-            if cur is not None:
-                calls.append(cur)
-            cur = []
-        elif cur is not None and (str(e.get("cat", "")).lower() != "kernel" or "kernel" in cats_asked):
-            cur.append((name, float(e.get("ts", 0.0)), float(e.get("dur", 0.0))))
-    if cur is not None:
-        calls.append(cur)
-    return calls
 
 
 def profile_calls(events: list[dict], marker: str = MARKER) -> list[dict]:

@@ -104,20 +104,14 @@ def per_call_kernels(events: list[dict], marker: str = "bitwise_not") -> list[di
     """From a Chrome trace: per call, kernel name -> summed duration (us). A kernel whose
     name contains `marker` (the L2 flush) opens each call and is not counted; kernels
     before the first marker are ignored."""
-    evs = sorted((e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"),
-                 key=lambda e: e.get("ts", 0))
-    calls, cur = [], None
-    for e in evs:
-        name = str(e.get("name", ""))[:160]
-        if marker in name:
-            if cur is not None:
-                calls.append(cur)
-            cur = {}
-        elif cur is not None:
-            cur[name] = cur.get(name, 0.0) + float(e.get("dur", 0.0))
-    if cur is not None:
-        calls.append(cur)
-    return calls
+    from cupti_trace import call_launches
+    out = []
+    for launches in call_launches(events, marker):
+        sums: dict = {}
+        for name, _, dur in launches:
+            sums[name] = sums.get(name, 0.0) + dur
+        out.append(sums)
+    return out
 
 
 def template_kernel(names) -> str | None:
