@@ -5,7 +5,9 @@
 # seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
 # parts already in .carry/collect-$1 (they survive between calls while the machine stays
 # warm) or after the seed's files committed under datasets/. Copies the new part, its .stats.json sidecar
-# and its log to $OUT. Seeds up to 2026112509 were drawn with --mix dataset: resume them
+# and its log to $OUT/SEED/ (one folder per seed, so one device call can chain seeds:
+# `bash datasets/collect.sh 2026112512 200 40 dataset2; bash datasets/collect.sh 2026112519 200 95 dataset2`
+# finishes one seed and starts the next). Seeds up to 2026112509 were drawn with --mix dataset: resume them
 # with it (the default); new seeds use dataset2.
 #   bash datasets/collect.sh 2026112504 200 540
 #   bash datasets/collect.sh 2026112510 200 540 dataset2
@@ -44,5 +46,7 @@ python bench/collector_throughput.py --breakdown "$part.stats.json" || true
 # collector's rendered kernels and of Triton's compiled cache, to judge carrying them over.
 du -sh "${TORCH_DIODE_KERNEL_DIR:-$HOME/.cache/torch_diode/kernels}" "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" 2>/dev/null \
   | sed 's/^/cache: /' || true
-cp "$spec" "$part"* "$D/log-$first.txt" "$OUT"/ 2>/dev/null || true
-ls -la "$OUT"
+dest="${OUT:?set OUT to the folder that comes back from the device}/$seed"
+mkdir -p "$dest"
+cp "$spec" "$part"* "$D/log-$first.txt" "$dest"/ 2>/dev/null || true
+ls -la "$dest"
