@@ -64,8 +64,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_trace
 
 from collector_fidelity import (DECODE_M, load_problems, median, our_kernel, p90,  # noqa: E402
-                                per_call_kernels, select_problems)
-from cupti_trace import call_launches  # noqa: E402  (per call, its GPU activities in launch order)
+                                select_problems)
+from cupti_trace import call_launches, kernel_sums  # noqa: E402  (per call, its GPU activities in launch order)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
 SMALL_US = 20.0        # "small" problems: ATen's CUPTI kernel sum under this (us)
@@ -105,8 +105,8 @@ def profile_calls(events: list[dict], marker: str = MARKER) -> list[dict]:
     around the call include, the kernel sum does not) and span_us (first start to last
     end of all of them: the sums plus the gaps)."""
     out = []
-    for sums, launches, mem in zip(per_call_kernels(events, marker), call_launches(events, marker),
-                                   call_launches(events, marker, MEMOPS)):
+    for launches, mem in zip(call_launches(events, marker), call_launches(events, marker, MEMOPS)):
+        sums = kernel_sums(launches)
         allops = launches + mem
         span = (max(t + d for _, t, d in allops) - min(t for _, t, _ in allops)) if allops else 0.0
         out.append({"total_us": sum(sums.values()), "kernels": sums, "launches": len(launches),

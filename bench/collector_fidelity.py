@@ -104,14 +104,8 @@ def per_call_kernels(events: list[dict], marker: str = "bitwise_not") -> list[di
     """From a Chrome trace: per call, kernel name -> summed duration (us). A kernel whose
     name contains `marker` (the L2 flush) opens each call and is not counted; kernels
     before the first marker are ignored."""
-    from cupti_trace import call_launches
-    out = []
-    for launches in call_launches(events, marker):
-        sums: dict = {}
-        for name, _, dur in launches:
-            sums[name] = sums.get(name, 0.0) + dur
-        out.append(sums)
-    return out
+    from cupti_trace import call_launches, kernel_sums
+    return [kernel_sums(launches) for launches in call_launches(events, marker)]
 
 
 def template_kernel(names) -> str | None:

@@ -49,3 +49,12 @@ def call_launches(events: list[dict], marker: str = "bitwise_not", cats=("kernel
     if cur is not None:
         calls.append(cur)
     return calls
+
+
+def kernel_sums(launches: list[tuple]) -> dict:
+    """One call's kernel name -> summed duration (us), from its call_launches entry (a kernel
+    launched twice in a call is one name with both durations)."""
+    sums: dict = {}
+    for name, _, dur in launches:
+        sums[name] = sums.get(name, 0.0) + dur
+    return sums

@@ -101,6 +101,7 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 AUTOTUNE_MODE = "max-autotune-no-cudagraphs"  # no CUDA graph: its input-copy kernels are not the GEMM's
 PREDICT_OPTIONS = {"max_autotune_gemm": True}  # predict mode as docs/hook.md recommends it
 PREDICT_CD_OPTIONS = dict(PREDICT_OPTIONS, coordinate_descent_tuning=True)  # + M = 1 GEMMs as reductions
+PREDICT_MODES = ("diode_predict", "diode_predict_cd")  # torch_diode mode=predict: nothing benchmarked
 LOCK_ENV = "DIODE_E2E_LOCK"  # lock file held by a worker from compile to the end of its measurement
 
 # Workloads: layers of real models, none of them in datasets/nvidia-h100-80gb (--check-dataset).
@@ -517,7 +518,7 @@ def worker(a) -> dict:
     dtype = getattr(torch, DTYPES[a.dtype or spec["dtype"]])
     fn, args = build(spec, dtype, dev)
     compile_kwargs = {}
-    if a.mode in ("diode_predict", "diode_predict_cd"):
+    if a.mode in PREDICT_MODES:
         compile_kwargs["options"] = dict(PREDICT_OPTIONS if a.mode == "diode_predict" else PREDICT_CD_OPTIONS)
         config.max_autotune_gemm_search_space = "DEFAULT"
     elif a.mode != "plain":
@@ -525,7 +526,7 @@ def worker(a) -> dict:
         config.max_autotune_gemm_search_space = "EXHAUSTIVE" if a.mode == "exhaustive" else "DEFAULT"
     if a.mode.startswith("diode"):
         import torch_diode
-        opts = {"mode": "predict"} if a.mode in ("diode_predict", "diode_predict_cd") else {
+        opts = {"mode": "predict"} if a.mode in PREDICT_MODES else {
             "mode": "topk", "top_k": a.top_k, "threshold": a.threshold,
             "search_space": "exhaustive" if a.mode == "diode_exhaustive" else "default"}
         res["diode_options"] = opts
@@ -572,7 +573,7 @@ def worker(a) -> dict:
     if a.mode.startswith("diode"):
         import torch_diode
         res["diode_stats"] = torch_diode.get_prediction_stats()
-        if a.mode in ("diode_predict", "diode_predict_cd"):  # predict benchmarks nothing: the hook's calls are the GEMMs it was asked
+        if a.mode in PREDICT_MODES:  # predict benchmarks nothing: the hook's calls are the GEMMs it was asked
             res["gemm_autotuned"] = res["diode_stats"].get("calls", 0)
     res["status"] = "ok"
     return res
@@ -906,7 +907,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
             ds = r.get("diode_stats")
             if ds and m != "collector":
                 note = (f"hook calls {ds.get('calls')}, kept {ds.get('configs_kept')}/{ds.get('configs_seen')}"
-                        + (f", predicted {json.dumps(ds.get('predicted'))}" if m in ("diode_predict", "diode_predict_cd") else "")
+                        + (f", predicted {json.dumps(ds.get('predicted'))}" if m in PREDICT_MODES else "")
                         + (f", passthrough {json.dumps(ds.get('passthrough'))}" if ds.get("passthrough") else "")
                         + (f", fallbacks {json.dumps(ds.get('fallbacks'))}" if ds.get("fallbacks") else "")
                         + (f"; {note}" if note else ""))

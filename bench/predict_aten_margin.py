@@ -72,6 +72,12 @@ def problems_of(paths, keep=None):
                     yield shard.problems[i], rs
 
 
+def predict_picks_triton(row: dict, margin: float) -> bool:
+    """Predict mode's replayed choice: the best-scored Triton config only if its predicted time
+    times (1 + margin) is below ATen's (never outside the domain, never for margin inf)."""
+    return margin != math.inf and row["gap"] > math.log1p(margin)
+
+
 def stats(xs):
     s = sorted(xs)
     g = math.exp(sum(math.log(x) for x in s) / len(s))
@@ -115,7 +121,7 @@ def main(argv=None) -> int:
     for m in MARGINS + (math.inf,):
         reg, vs_cublas, n_aten = [], [], 0
         for r in rows:
-            use_triton = r["gap"] > math.log1p(m) if m != math.inf else False
+            use_triton = predict_picks_triton(r, m)
             t = r["triton"] if use_triton else r["aten"]
             n_aten += not use_triton
             reg.append(t / r["best"])
@@ -138,7 +144,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|")
     for name in sorted(groups):
         rs = groups[name]
-        pick = [r["triton"] if r["gap"] > 0 else r["aten"] for r in rs]
+        pick = [r["triton"] if predict_picks_triton(r, 0.0) else r["aten"] for r in rs]
         g_pred = stats([t / r["best"] for t, r in zip(pick, rs)])[0]
         g_cub = stats([r["aten"] / r["best"] for r in rs])[0]
         g_vs, _, mx_vs = stats([t / r["aten"] for t, r in zip(pick, rs)])
