@@ -4,8 +4,9 @@
 # TF32; dataset2 adds the layer shapes of common models, more M = 1, batches up to 128) of
 # seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
 # parts already in .carry/collect-$1 (they survive between calls while the machine stays
-# warm) or after the seed's files committed under datasets/. Copies the new part, its .stats.json sidecar
-# and its log to $OUT/SEED/ (one folder per seed, so one device call can chain seeds:
+# warm) or after the seed's files committed under datasets/. Keeps the new part, its .stats.json sidecar
+# and its log mirrored in $OUT/SEED/ every 5 s while it runs, so a call killed at its limit
+# still brings back every finished problem (one folder per seed, so one device call can chain seeds:
 # `bash datasets/collect.sh 2026112512 200 40 dataset2; bash datasets/collect.sh 2026112519 200 95 dataset2`
 # finishes one seed and starts the next). Seeds up to 2026112509 were drawn with --mix dataset: resume them
 # with it (the default); new seeds use dataset2.
@@ -37,8 +38,29 @@ PY
 echo "seed $seed: problems $first.. of $n for $secs s on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 if [ "$first" -ge "$n" ]; then echo "all $n problems collected"; exit 0; fi
 part=$D/part-$(printf %03d "$first").msgpack
-python -m torch_diode.collect --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" 2>&1 \
-  | grep -v "UserWarning\|warn_once" > "$D/log-$first.txt" || echo "collector exit $?"
+dest="${OUT:?set OUT to the folder that comes back from the device}/$seed"
+mkdir -p "$dest"
+cp "$spec" "$dest"/
+# Mirror the part into $OUT while the collector runs. The collector rewrites the part
+# (atomically) after every problem, but a device call killed at its time limit never
+# reaches a copy made at the end, and its problems would be lost with the machine. The
+# stats sidecar is copied before the part (each through a temporary name), so a killed
+# run's $OUT never lists a problem its part lacks; name a rescued part from its own
+# problem count (`diode dataset stats FILE`), which may be one more than the sidecar's.
+mirror() {
+  local f
+  for f in "$part.stats.json" "$part" "$D/log-$first.txt"; do
+    [ -f "$f" ] || continue
+    cp "$f" "$dest/$(basename "$f").copying" && mv "$dest/$(basename "$f").copying" "$dest/$(basename "$f")"
+  done
+}
+# DIODE_COLLECTOR replaces the collector command (tests/python/test_collect_script.py).
+( ${DIODE_COLLECTOR:-python -m torch_diode.collect} --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" 2>&1 \
+  | grep -v "UserWarning\|warn_once" > "$D/log-$first.txt" ) &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do sleep "${DIODE_MIRROR_S:-5}"; mirror; done
+wait "$pid" || echo "collector exit $?"
+mirror
 tail -15 "$D/log-$first.txt"
 # Where the seconds went (lowering, compile wait, timing, the static-shape re-time of 2.2.0).
 python bench/collector_throughput.py --breakdown "$part.stats.json" || true
@@ -46,7 +68,4 @@ python bench/collector_throughput.py --breakdown "$part.stats.json" || true
 # collector's rendered kernels and of Triton's compiled cache, to judge carrying them over.
 du -sh "${TORCH_DIODE_KERNEL_DIR:-$HOME/.cache/torch_diode/kernels}" "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" 2>/dev/null \
   | sed 's/^/cache: /' || true
-dest="${OUT:?set OUT to the folder that comes back from the device}/$seed"
-mkdir -p "$dest"
-cp "$spec" "$part"* "$D/log-$first.txt" "$dest"/ 2>/dev/null || true
 ls -la "$dest"

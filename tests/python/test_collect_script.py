@@ -1,0 +1,112 @@
+"""datasets/collect.sh on CPU: the collector is replaced by a stub (DIODE_COLLECTOR) that
+writes a part the way the real one does (sidecar, then the part, after every problem), so
+what the script brings back to $OUT can be checked, including when the device call that
+runs it is killed at its time limit (session 12: a killed call left 35 problems only on
+the machine)."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# Writes two "problems" a second apart (sidecar first, as collect/cli.py's save() does),
+# then either exits 5 (deadline reached) or sleeps until it is killed.
+STUB = r'''
+import json, os, sys, time
+a = sys.argv[1:]
+out = a[a.index("--out") + 1]
+first = int(a[a.index("--first") + 1])
+print("stub collector: first", first, flush=True)
+for n in (1, 2):
+    probs = [{"index": first + i} for i in range(n)]
+    for path, data in ((out + ".stats.json", json.dumps({"engine": "v2", "problems": probs})),
+                       (out, "PART %d" % n)):
+        with open(path + ".tmp", "w") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+    print("stub collector: problem", first + n - 1, "written", flush=True)
+    time.sleep(0.5)
+if os.environ.get("STUB_HANG"):
+    time.sleep(600)
+sys.exit(5)
+'''
+
+
+def _setup(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for d in ("python", "bench"):
+        (work / d).symlink_to(REPO / d)
+    (work / "datasets").mkdir()
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    # A wrapper, not a symlink: a virtual environment's python is found by its own path.
+    py = fakebin / "python"
+    py.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    smi = fakebin / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'Fake GPU, 0.0'\n")
+    smi.chmod(0o755)
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, OUT=str(out), PATH=f"{fakebin}:{os.environ['PATH']}",
+               DIODE_COLLECTOR=f"{sys.executable} {stub}", DIODE_MIRROR_S="0.1")
+    env.pop("PYTHONPATH", None)
+    return work, out, env
+
+
+def _run(work, env, **kw):
+    return subprocess.Popen(["bash", str(REPO / "datasets/collect.sh"), "2026990001", "3", "60", "dataset2"],
+                            cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+
+
+def test_finished_run_brings_back_spec_part_sidecar_and_log(tmp_path):
+    work, out, env = _setup(tmp_path)
+    p = _run(work, env)
+    log, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, log
+    assert "collector exit 5" in log
+    dest = out / "2026990001"
+    names = sorted(f.name for f in dest.iterdir())
+    assert names == ["log-0.txt", "part-000.msgpack", "part-000.msgpack.stats.json", "spec.json"], names
+    assert (dest / "part-000.msgpack").read_text() == "PART 2"
+    assert [q["index"] for q in json.loads((dest / "part-000.msgpack.stats.json").read_text())["problems"]] == [0, 1]
+    assert "problem 1 written" in (dest / "log-0.txt").read_text()
+    assert len(json.loads((dest / "spec.json").read_text())["problems"]) == 3
+
+
+def test_killed_run_still_has_every_finished_problem_in_out(tmp_path):
+    work, out, env = _setup(tmp_path)
+    env["STUB_HANG"] = "1"
+    p = _run(work, env)
+    part = out / "2026990001" / "part-000.msgpack"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (part.exists() and part.read_text() == "PART 2"):
+        time.sleep(0.1)
+    # What a device call's time limit does: the whole command is killed, no clean-up runs.
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert part.read_text() == "PART 2"
+    stats = json.loads((out / "2026990001" / "part-000.msgpack.stats.json").read_text())
+    assert [q["index"] for q in stats["problems"]] == [0, 1]
+    assert not list((out / "2026990001").glob("*.copying"))
+
+
+def test_resume_skips_problems_already_on_the_machine(tmp_path):
+    work, out, env = _setup(tmp_path)
+    p = _run(work, env)
+    p.communicate(timeout=120)
+    # Second call on the same (warm) machine: the stub starts after the two done problems.
+    p = _run(work, env)
+    log, _ = p.communicate(timeout=120)
+    assert "problems 2.. of 3" in log
+    assert "stub collector: first 2" in (out / "2026990001" / "log-2.txt").read_text()
