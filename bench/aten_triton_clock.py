@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -61,11 +60,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_trace
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_trace, stats
 
-from collector_fidelity import (DECODE_M, load_problems, median, our_kernel, p90,  # noqa: E402
-                                select_problems)
+from collector_fidelity import DECODE_M, load_problems, our_kernel, select_problems  # noqa: E402
 from cupti_trace import call_launches, kernel_sums  # noqa: E402  (per call, its GPU activities in launch order)
+from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
 SMALL_US = 20.0        # "small" problems: ATen's CUPTI kernel sum under this (us)
@@ -158,10 +157,6 @@ def derive(row: dict) -> dict:
     have = row["winner_recorded"] is not None and row["winner_cupti"] is not None
     row["winner_flip_recorded"] = row["winner_recorded"] != row["winner_cupti"] if have else None
     return row
-
-
-def geomean(xs) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def _stats(xs) -> dict | None:

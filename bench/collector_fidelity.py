@@ -36,24 +36,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))  # cupti_trace
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # cupti_trace, stats
 
-
-def median(xs):
-    return statistics.median(xs)
-
-
-def p90(xs):
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
+# One definition for every bench script, the same as `diode validate` (bench/stats.py);
+# median and p90 stay importable from here (aten_triton_clock imports them).
+from stats import geomean, median, p90  # noqa: E402
 
 
 DECODE_M = 16  # "decode-like" problems: M <= 16 (issue 15)
@@ -225,7 +218,7 @@ def summarize(rows: list[dict], problems: list[dict]) -> dict:
     mat = [x["maxautotune_over_collector_best"] for x in problems
            if x.get("maxautotune_over_collector_best") and not x.get("maxautotune_failed")]
     if mat:
-        out["maxautotune_over_collector_best_geomean"] = math.exp(sum(math.log(x) for x in mat) / len(mat))
+        out["maxautotune_over_collector_best_geomean"] = geomean(mat)
     for key in ("ours_rel_err", "static_rel_err"):  # output vs ATen's (relative L2)
         errs = [x[key] for x in rows if x.get(key) is not None]
         if errs:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,10 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-
-def quantile(xs, q):
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+# One definition for every bench script, the same as `diode validate` (bench/stats.py);
+# quantile stays importable from here under its old name.
+from stats import median, p90, quantile  # noqa: E402,F401
 
 
 STAGES = ("lower_s", "compile_wait_s", "time_s", "static_s", "wall_s")
@@ -52,7 +50,7 @@ def stage_breakdown(problems: list[dict]) -> dict:
     for k in STAGES:
         xs = [float(x[k]) for x in problems if k in x]
         if xs:
-            out[k] = {"median": statistics.median(xs), "total": sum(xs)}
+            out[k] = {"median": median(xs), "total": sum(xs)}
     for k in COUNTS:
         if any(k in x for x in problems):
             out[k] = sum(int(x.get(k, 0)) for x in problems)
@@ -113,7 +111,7 @@ def main() -> int:
     print(f"records {len(recs)}: ok {ok}, final status other than timeout {final / max(len(recs), 1):.1%}")
     if walls:
         tot = sum(walls)
-        print(f"seconds per problem (recorded): median {statistics.median(walls):.1f}, p90 {quantile(walls, 0.9):.1f}, "
+        print(f"seconds per problem (recorded): median {median(walls):.1f}, p90 {p90(walls):.1f}, "
               f"sum {tot:.1f}")
         print(f"problems per GPU-hour: {3600 * len(walls) / tot:.0f} (recorded seconds), "
               f"{3600 * len(shard.problems) / wall:.0f} (process wall incl. start-up)")

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import math
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stats
 
+from stats import geomean, median  # noqa: E402  (one definition for every bench script, as `diode validate`)
 from torch_diode.dataset import load_dataset  # noqa: E402
 
 OWN, BIAS = "aten", "aten::bias_addmm"  # templates as the collector records them (collect/records.py)
@@ -46,9 +47,7 @@ def collector_of(shard) -> str:
 
 
 def summary(xs: list[float]) -> str:
-    s = sorted(xs)
-    g = math.exp(sum(math.log(x) for x in s) / len(s))
-    return f"geomean {g:.3f}, median {s[len(s) // 2]:.3f}, range {s[0]:.3f}-{s[-1]:.3f}"
+    return f"geomean {geomean(xs):.3f}, median {median(xs):.3f}, range {min(xs):.3f}-{max(xs):.3f}"
 
 
 def main(argv=None) -> int:

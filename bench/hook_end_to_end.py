@@ -76,7 +76,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
 import statistics
@@ -88,6 +87,12 @@ import traceback
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # stats, when imported from elsewhere
+
+# One definition for every bench script, the same as `diode validate` (bench/stats.py);
+# geomean (None entries left out, None for no values) stays importable from here.
+from stats import geomean  # noqa: E402
+
 REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")
 SHIPPED = os.path.join(PYTHON_DIR, "torch_diode", "bundles", "nvidia-h100-80gb")
@@ -751,11 +756,6 @@ ORACLE = "oracle_gpu_vs_default@info"
 ORACLE_ROW = ((ORACLE, "geomean", 0.90,
                "min(best, DEFAULT GPU) / DEFAULT GPU (GEMMs): the lowest predict_gpu_vs_default any "
                "selector could reach on these workloads (information, not a goal)"),)
-
-
-def geomean(xs):
-    xs = [x for x in xs if x is not None]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def _gpu(r):

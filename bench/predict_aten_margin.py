@@ -33,7 +33,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats
 
+from stats import geomean, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.dataset import load_dataset  # noqa: E402
 from torch_diode.hook.ranking import Options, Ranker  # noqa: E402
@@ -79,9 +81,8 @@ def predict_picks_triton(row: dict, margin: float) -> bool:
 
 
 def stats(xs):
-    s = sorted(xs)
-    g = math.exp(sum(math.log(x) for x in s) / len(s))
-    return g, s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))], s[-1]
+    """(geomean, p90, max) of the regrets, as `diode validate` defines them (bench/stats.py)."""
+    return geomean(xs), p90(xs), max(xs)
 
 
 def main(argv=None) -> int:

@@ -13,19 +13,15 @@ every non-test problem, per op top-1, and how often the model's top-1 is ATen.
 import argparse
 import collections
 import json
-import math
+import os
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stats
 
-def p90(v):
-    s = sorted(v)
-    return s[max(math.ceil(0.9 * len(s)), 1) - 1]
-
-
-def geo(v):
-    return math.exp(sum(math.log(x) for x in v) / len(v))
+# One definition for every bench script, the same as `diode validate` (bench/stats.py).
+from stats import geomean, p90  # noqa: E402
 
 
 def main():
@@ -58,11 +54,11 @@ def main():
     res = {"name": a.name, "args": " ".join(a.args), "seeds": a.seeds, "n": len(rows)}
     for k in ("top1", "top5", "top10", "cublas", "default"):
         v = [r[k] for r in rows]
-        res[k] = [round(geo(v), 4), round(p90(v), 4)]
+        res[k] = [round(geomean(v), 4), round(p90(v), 4)]
     per_op = collections.defaultdict(list)
     for r in rows:
         per_op[r["op"]].append(r["top1"])
-    res["top1_per_op"] = {op: round(geo(v), 4) for op, v in sorted(per_op.items())}
+    res["top1_per_op"] = {op: round(geomean(v), 4) for op, v in sorted(per_op.items())}
     res["top1_max"] = round(max(r["top1"] for r in rows), 3)
     res["aten_top1"] = sum(r["aten"] for r in rows)
     print(json.dumps(res))

@@ -23,24 +23,20 @@ import argparse
 import json
 import math
 import pathlib
-import statistics
 import sys
 from collections import defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # stats
 
+from stats import median, quantile  # noqa: E402  (one definition for every bench script, as `diode validate`)
 from torch_diode import wire  # noqa: E402
 from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402
 from torch_diode.dataset import load_dataset  # noqa: E402
 
 
-def quantile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[int(q * (len(s) - 1))]
-
-
 def spread_line(name: str, xs: list[float]) -> str:
-    return (f"{name}: {len(xs)} configs, median {statistics.median(xs):.4f}, "
+    return (f"{name}: {len(xs)} configs, median {median(xs):.4f}, "
             f"p10 {quantile(xs, 0.1):.4f}, p90 {quantile(xs, 0.9):.4f}")
 
 
@@ -80,7 +76,7 @@ def main() -> int:
             tied += sum(1 for r in recs if r.median_us == best) > 1
     print(f"{a.collector}: {len(shards)} shards, {problems} problems with ok Triton records")
     if rel_iqr:
-        iqr, n = statistics.median(rel_iqr), statistics.median(repeats)
+        iqr, n = median(rel_iqr), median(repeats)
         print(f"static records below {a.below_us:g} us: {len(rel_iqr)}, IQR / median: median {iqr:.4f} "
               f"(p90 {quantile(rel_iqr, 0.9):.4f}), repeats: median {n:g}; standard error of such a "
               f"median ~{1.2533 * iqr / 1.349 / math.sqrt(n):.2%}")
