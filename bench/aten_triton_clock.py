@@ -51,25 +51,24 @@ on CPU with FAKE launch functions and made-up timings; every output says FAKE.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_trace, stats
 
-from collector_fidelity import DECODE_M, load_problems, our_kernel, select_problems  # noqa: E402
+from collector_fidelity import DECODE_M, load_problems, select_problems  # noqa: E402
 from cupti_trace import call_launches, kernel_sums  # noqa: E402  (per call, its GPU activities in launch order)
+from gpu_clock import CollectorClock  # noqa: E402  (the GPU side shared with pick_retime)
+from retime_run import FAKE, add_common_args, error_text, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
 SMALL_US = 20.0        # "small" problems: ATen's CUPTI kernel sum under this (us)
 MARKER = "bitwise_not"  # the L2 flush launched before each profiled call
-FAKE = "FAKE"
 
 
 # -- pure functions -------------------------------------------------------------------------
@@ -260,52 +259,19 @@ def markdown(sm: dict, rows: list[dict], device: str = "", fake: bool = False) -
 
 # -- clocks: the GPU one and the FAKE one of --dry-run ------------------------------------
 
-class GpuClock:
+class GpuClock(CollectorClock):
     """ATen and a static-shape Triton kernel of one problem on the GPU, timed both ways."""
-    fake = False
 
     def __init__(self):
-        import torch
-        if not torch.cuda.is_available():
-            raise SystemExit("aten_triton_clock: no CUDA GPU here (torch.cuda.is_available() is False); "
-                             "run it on the GPU machine, or pass --dry-run for FAKE timings on CPU")
-        from torch_diode.collect.timing import BatchTimer
-        self.torch = torch
-        self.timer = BatchTimer(0, True)
-        self.device = torch.cuda.get_device_name()
-        self._restore = None
+        super().__init__("aten_triton_clock")
 
     def setup(self, p, recs, cfg) -> dict:
         """{"aten": launch, "triton": launch, "aten_rel_err", "triton_rel_err"} for problem p,
         TF32 as it was collected (restored by teardown)."""
-        torch = self.torch
-        from torch_diode.collect.engine import _aten_fn, output_error
-        from torch_diode.collect.problems import make_inputs
-        from torch_diode.inductor_compat import set_tf32
-        self._restore = set_tf32(any(r.config.allow_tf32 for r in recs if r.config.is_triton))
-        inputs = make_inputs(p)
-        bias, A, B = inputs if len(inputs) == 3 else (None, *inputs)
-        shape = (p.batch, p.m, p.n) if p.op in ("bmm", "baddbmm") else (p.m, p.n)
-        c = torch.empty(shape, dtype=getattr(torch, p.dtype_out), device="cuda")
-        ref = torch.empty_like(c)
-        _aten_fn(p, bias, A, B, ref)()
-        ref_norm = ref.float().norm().item() or 1.0
-        aten = _aten_fn(p, bias, A, B, c)
-        tri = our_kernel(p, cfg, {"a": A, "b": B, "c": c, "bias": bias}, static=True)
-        return {"aten": aten, "triton": tri, "aten_rel_err": output_error(aten, c, ref, ref_norm),
-                "triton_rel_err": output_error(tri, c, ref, ref_norm)}
-
-    def teardown(self):
-        if self._restore:
-            self._restore()
-            self._restore = None
-
-    def warm(self, fns, n):
-        from torch_diode.collect.engine import STATIC_WARMUP_S, warm_up
-        warm_up(self.timer.repeat, fns, n, STATIC_WARMUP_S)
-
-    def events_us(self, fn, n) -> list[float]:
-        return [t * 1000.0 for t in self.timer.repeat(fn, n)]
+        io = self.problem(p, recs)
+        aten, tri = self.aten(io), self.triton(io, cfg)
+        return {"aten": aten, "triton": tri, "aten_rel_err": self.check(aten, io),
+                "triton_rel_err": self.check(tri, io)}
 
     def profile(self, fn, reps) -> list[dict]:
         from cupti_trace import trace_events
@@ -367,7 +333,7 @@ def measure(clock, p, recs, a) -> dict:
         fns = clock.setup(p, recs, best_triton(recs).config)
     except Exception as e:  # e.g. the static-shape kernel fails to compile or launch
         clock.teardown()
-        row["error"] = f"setup: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row["error"] = "setup: " + error_text(e)
         return derive(row)
     try:
         aten, tri = fns["aten"], fns["triton"]
@@ -389,17 +355,12 @@ def measure(clock, p, recs, a) -> dict:
                 prof = profile_summary(calls[side])
                 row.update({f"{side}_{k}": v for k, v in prof.items()})  # aten_cupti_us, aten_kernels, ...
         except Exception as e:   # no CUPTI: the events figures stand alone (no CUPTI ratio, offset, flip)
-            row["profile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            row["profile_error"] = error_text(e)
     except Exception as e:   # a launch error while timing
-        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row["error"] = error_text(e)
     finally:
         clock.teardown()
     return derive(row)
-
-
-def _dump(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
 
 
 def main(argv=None) -> int:
@@ -407,30 +368,12 @@ def main(argv=None) -> int:
     ap.add_argument("--data", nargs="+", default=[], help="dataset files or directories")
     ap.add_argument("--sample", type=int, default=0, help="a stratified sample of this many problems (0: all)")
     ap.add_argument("--seed", type=int, default=1, help="order of the stratified sample")
-    ap.add_argument("--start", type=int, default=0, help="first problem of the (sampled) list")
-    ap.add_argument("--count", type=int, default=0, help="this many problems from --start (0: all)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="start no problem after this many seconds")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved events rounds per launch")
-    ap.add_argument("--repeats", type=int, default=10, help="BatchTimer repeats per round")
+    add_common_args(ap)
     ap.add_argument("--profile-reps", type=int, default=30, help="CUPTI-profiled calls per launch")
     ap.add_argument("--profile-rounds", type=int, default=3, help="interleaved CUPTI rounds (reps split over them)")
-    ap.add_argument("--json", default="", help="write rows and summary here (after every problem too)")
-    ap.add_argument("--merge", nargs="+", metavar="PART_JSON", help="join parts' --json files, print the summary")
-    ap.add_argument("--dry-run", action="store_true", help="CPU only, FAKE timings: tests the driver")
     a = ap.parse_args(argv)
     if a.merge:
-        parts = []
-        for path in a.merge:
-            with open(path) as f:
-                parts.append(json.load(f))
-        try:
-            doc = merge(parts)
-        except ValueError as e:
-            ap.error(str(e))
-        print(markdown(doc["summary"], doc["rows"], f"{len(parts)} parts: " + ", ".join(doc["devices"]), doc["fake"]))
-        if a.json:
-            _dump(a.json, doc)
-        return 0
+        return run_merge(ap, a, merge, lambda doc, dev: markdown(doc["summary"], doc["rows"], dev, doc["fake"]))
     if not a.data:
         ap.error("--data (or --merge) is required")
     if min(a.rounds, a.repeats, a.profile_reps, a.profile_rounds) < 1:
@@ -440,30 +383,11 @@ def main(argv=None) -> int:
         ap.error(f"no problem with an ok Triton record in {a.data}")
     if a.sample:
         items = select_problems(items, a.sample, a.seed)
-    items = items[a.start:a.start + a.count if a.count else None]
     clock = FakeClock(a.seed) if a.dry_run else GpuClock()
-    run_info = {"argv": sys.argv if argv is None else argv, "device": clock.device, "fake": clock.fake}
-    if clock.fake:
-        print(f"*** {FAKE} timings: --dry-run, no GPU; the numbers below mean nothing ***", flush=True)
-    t0, rows = time.perf_counter(), []
-    for i, (p, recs) in enumerate(items):
-        if time.perf_counter() - t0 > a.budget_s:
-            print(f"budget {a.budget_s:.0f} s reached after {i} problems; {len(items) - i} skipped", flush=True)
-            break
-        row = measure(clock, p, recs, a)
-        rows.append(row)
-        print(("FAKE " if clock.fake else "") + json.dumps({k: row.get(k) for k in (
-            "problem", "ratio_recorded", "ratio_events", "ratio_cupti", "aten_offset_us", "triton_offset_us",
-            "aten_kernels", "winner_flip", "error")}), flush=True)
-        if a.json:  # after every problem, so a device call cut short keeps what it measured
-            _dump(a.json, {"rows": rows, "skipped": len(items) - len(rows), "partial": True, **run_info})
-    skipped = len(items) - len(rows)
-    sm = summarize(rows, skipped)
-    print()
-    print(markdown(sm, rows, run_info["device"], clock.fake))
-    if a.json:
-        _dump(a.json, {"rows": rows, "skipped": skipped, "summary": sm, **run_info})
-    return 0
+    return run_problems(a, argv, clock, items, lambda p, recs: measure(clock, p, recs, a),
+                        ("problem", "ratio_recorded", "ratio_events", "ratio_cupti", "aten_offset_us",
+                         "triton_offset_us", "aten_kernels", "winner_flip", "error"),
+                        summarize, lambda sm, rows, dev: markdown(sm, rows, dev, clock.fake))
 
 
 if __name__ == "__main__":

@@ -41,19 +41,18 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import random
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats, collector_fidelity, predict_aten_margin
 
+from gpu_clock import MAX_REL_ERR, CollectorClock  # noqa: E402  (the GPU side shared with aten_triton_clock)
+from retime_run import FAKE, add_common_args, error_text, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, median  # noqa: E402  (one definition for every bench script)
 
-FAKE = "FAKE"
 DEFAULT_FLAG = 2  # record flag bit 1: in Inductor's DEFAULT list (torch_diode.collect.engine.FLAG_DEFAULT)
 PICKS = ("model", "default", "best", "aten")
 
@@ -200,55 +199,21 @@ def markdown(sm: dict, device: str = "", fake: bool = False) -> str:
 
 # -- clocks: the GPU one and the FAKE one of --dry-run ------------------------------------
 
-class GpuClock:
+class GpuClock(CollectorClock):
     """The picks of one problem launched as the collector launches them, on the GPU."""
-    fake = False
 
     def __init__(self):
-        import torch
-        if not torch.cuda.is_available():
-            raise SystemExit("pick_retime: no CUDA GPU here (torch.cuda.is_available() is False); run it on "
-                             "the GPU machine, or pass --dry-run for FAKE timings on CPU")
-        from torch_diode.collect.timing import BatchTimer
-        self.torch = torch
-        self.timer = BatchTimer(0, True)
-        self.device = torch.cuda.get_device_name()
-        self._restore = None
+        super().__init__("pick_retime")
 
     def setup(self, p, recs, configs: dict) -> dict:
         """{launch key: (launch, relative error against ATen)} for the configs {key: config},
         TF32 as the problem was collected (restored by teardown)."""
-        torch = self.torch
-        from collector_fidelity import our_kernel
-        from torch_diode.collect.engine import _aten_fn, output_error
-        from torch_diode.collect.problems import make_inputs
-        from torch_diode.inductor_compat import set_tf32
-        self._restore = set_tf32(any(r.config.allow_tf32 for r in recs if r.config.is_triton))
-        inputs = make_inputs(p)
-        bias, A, B = inputs if len(inputs) == 3 else (None, *inputs)
-        shape = (p.batch, p.m, p.n) if p.op in ("bmm", "baddbmm") else (p.m, p.n)
-        c = torch.empty(shape, dtype=getattr(torch, p.dtype_out), device="cuda")
-        ref = torch.empty_like(c)
-        _aten_fn(p, bias, A, B, ref)()
-        ref_norm = ref.float().norm().item() or 1.0
+        io = self.problem(p, recs)
         out = {}
         for key, cfg in configs.items():
-            fn = (_aten_fn(p, bias, A, B, c) if key == "aten"
-                  else our_kernel(p, cfg, {"a": A, "b": B, "c": c, "bias": bias}, static=True))
-            out[key] = (fn, output_error(fn, c, ref, ref_norm))
+            fn = self.aten(io) if key == "aten" else self.triton(io, cfg)
+            out[key] = (fn, self.check(fn, io))
         return out
-
-    def teardown(self):
-        if self._restore:
-            self._restore()
-            self._restore = None
-
-    def warm(self, fns, n):
-        from torch_diode.collect.engine import STATIC_WARMUP_S, warm_up
-        warm_up(self.timer.repeat, fns, n, STATIC_WARMUP_S)
-
-    def events_us(self, fn, n) -> list[float]:
-        return [t * 1000.0 for t in self.timer.repeat(fn, n)]
 
 
 class FakeClock:
@@ -276,9 +241,6 @@ class FakeClock:
         return [self.base[fn] * (1 + self.rng.gauss(0, 0.01)) for _ in range(n)]
 
 
-MAX_REL_ERR = 5e-2  # the collector's check (engine: relative L2 error at most 5e-2)
-
-
 def measure(clock, p, recs, chosen: dict, a) -> dict:
     """One problem's row: the recorded picks, then every distinct pick timed now, interleaved."""
     row = recorded(p, chosen)
@@ -292,7 +254,7 @@ def measure(clock, p, recs, chosen: dict, a) -> dict:
         fns = clock.setup(p, recs, configs)
     except Exception as e:  # e.g. a static-shape kernel fails to compile or launch
         clock.teardown()
-        row["error"] = f"setup: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row["error"] = "setup: " + error_text(e)
         return derive(row)
     try:
         bad = {k: err for k, (_, err) in fns.items() if not err <= MAX_REL_ERR}
@@ -308,15 +270,10 @@ def measure(clock, p, recs, chosen: dict, a) -> dict:
         for k in PICKS:
             row[k + "_now_us"] = median(times[launch_key(chosen[k].config)])
     except Exception as e:  # a launch error while timing
-        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row["error"] = error_text(e)
     finally:
         clock.teardown()
     return derive(row)
-
-
-def _dump(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
 
 
 def main(argv=None) -> int:
@@ -325,29 +282,11 @@ def main(argv=None) -> int:
     ap.add_argument("--data", nargs="+", default=[], help="dataset files or directories")
     ap.add_argument("--split-list", default="", metavar="LIST",
                     help="only the problems of this `diode validate --list-split SPLIT --json` file")
-    ap.add_argument("--start", type=int, default=0, help="first problem (file order)")
-    ap.add_argument("--count", type=int, default=0, help="this many problems from --start (0: all)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="start no problem after this many seconds")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per pick")
-    ap.add_argument("--repeats", type=int, default=10, help="BatchTimer repeats per round")
     ap.add_argument("--seed", type=int, default=1, help="--dry-run's noise")
-    ap.add_argument("--json", default="", help="write rows and summary here (after every problem too)")
-    ap.add_argument("--merge", nargs="+", metavar="PART_JSON", help="join parts' --json files, print the summary")
-    ap.add_argument("--dry-run", action="store_true", help="CPU only, FAKE timings: tests the driver")
+    add_common_args(ap)
     a = ap.parse_args(argv)
     if a.merge:
-        parts = []
-        for path in a.merge:
-            with open(path) as f:
-                parts.append(json.load(f))
-        try:
-            doc = merge(parts)
-        except ValueError as e:
-            ap.error(str(e))
-        print(markdown(doc["summary"], f"{len(parts)} parts: " + ", ".join(doc["devices"]), doc["fake"]))
-        if a.json:
-            _dump(a.json, doc)
-        return 0
+        return run_merge(ap, a, merge, lambda doc, dev: markdown(doc["summary"], dev, doc["fake"]))
     if not a.data or not a.model:
         ap.error("--model and --data (or --merge) are required")
     if min(a.rounds, a.repeats) < 1:
@@ -360,32 +299,15 @@ def main(argv=None) -> int:
     if not items:
         ap.error(f"no problem with ok Triton and ATen records in {a.data}"
                  + (f" among those of {a.split_list}" if a.split_list else ""))
-    items = items[a.start:a.start + a.count if a.count else None]
     clock = FakeClock(a.seed) if a.dry_run else GpuClock()
-    run_info = {"argv": sys.argv if argv is None else argv, "device": clock.device, "fake": clock.fake,
-                "model": a.model}
-    if clock.fake:
-        print(f"*** {FAKE} timings: --dry-run, no GPU; the numbers below mean nothing ***", flush=True)
-    t0, rows = time.perf_counter(), []
-    for i, (p, recs) in enumerate(items):
-        if time.perf_counter() - t0 > a.budget_s:
-            print(f"budget {a.budget_s:.0f} s reached after {i} problems; {len(items) - i} skipped", flush=True)
-            break
-        scores = ranker.rank(p, [r.config for r in recs], Options()).scores
-        row = measure(clock, p, recs, picks(recs, scores), a)
-        rows.append(row)
-        print(("FAKE " if clock.fake else "") + json.dumps({k: row.get(k) for k in (
-            "problem", "same_pick", "model_vs_default_recorded", "model_vs_default_now", "model_config",
-            "default_config", "error")}), flush=True)
-        if a.json:  # after every problem, so a device call cut short keeps what it measured
-            _dump(a.json, {"rows": rows, "skipped": len(items) - len(rows), "partial": True, **run_info})
-    skipped = len(items) - len(rows)
-    sm = summarize(rows, skipped)
-    print()
-    print(markdown(sm, run_info["device"], clock.fake))
-    if a.json:
-        _dump(a.json, {"rows": rows, "skipped": skipped, "summary": sm, **run_info})
-    return 0
+
+    def one(p, recs):
+        return measure(clock, p, recs, picks(recs, ranker.rank(p, [r.config for r in recs], Options()).scores), a)
+
+    return run_problems(a, argv, clock, items, one,
+                        ("problem", "same_pick", "model_vs_default_recorded", "model_vs_default_now",
+                         "model_config", "default_config", "error"),
+                        summarize, lambda sm, rows, dev: markdown(sm, dev, clock.fake), {"model": a.model})
 
 
 if __name__ == "__main__":
