@@ -40,22 +40,62 @@ if [ "$first" -ge "$n" ]; then echo "all $n problems collected"; exit 0; fi
 part=$D/part-$(printf %03d "$first").msgpack
 dest="${OUT:?set OUT to the folder that comes back from the device}/$seed"
 mkdir -p "$dest"
-cp "$spec" "$dest"/
+# DIODE_OUT_MINIMAL=1 (datasets/collect_gpus.sh with 3 or 4 seeds): only the part comes
+# back, as the device returns at most 8 files; the spec is the seed's to redraw, and the
+# part holds every problem's wall time.
+minimal=${DIODE_OUT_MINIMAL:-0}
+[ "$minimal" = 1 ] || cp "$spec" "$dest"/
 # Mirror the part into $OUT while the collector runs. The collector rewrites the part
 # (atomically) after every problem, but a device call killed at its time limit never
-# reaches a copy made at the end, and its problems would be lost with the machine. The
-# stats sidecar is copied before the part (each through a temporary name), so a killed
-# run's $OUT never lists a problem its part lacks; name a rescued part from its own
-# problem count (`diode dataset stats FILE`), which may be one more than the sidecar's.
+# reaches a copy made at the end, and its problems would be lost with the machine. Each
+# file goes through a temporary name (a killed copy leaves no torn file under the real
+# name). The collector writes the stats sidecar, then the part: a pair is copied only when
+# the part is the newer and neither changed during the copy, and the part is put in place
+# first, so the sidecar in $OUT never lists a problem that its part lacks.
 mirror() {
-  local f
-  for f in "$part.stats.json" "$part" "$D/log-$first.txt"; do
-    [ -f "$f" ] || continue
-    cp "$f" "$dest/$(basename "$f").copying" && mv "$dest/$(basename "$f").copying" "$dest/$(basename "$f")"
-  done
+  python - "$part" "$D/log-$first.txt" "$dest" "$minimal" <<'PY'
+import os, shutil, sys
+part, log, dest, minimal = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+side = part + ".stats.json"
+
+
+def copy(src):
+    tmp = os.path.join(dest, os.path.basename(src) + ".copying")
+    shutil.copyfile(src, tmp)
+    return tmp
+
+
+def place(tmp):
+    os.replace(tmp, tmp[:-len(".copying")])
+
+
+def stamp():
+    return [(os.stat(f).st_mtime_ns, os.stat(f).st_size) for f in (side, part)]
+
+
+if os.path.exists(part):
+    if minimal:
+        place(copy(part))
+    elif os.path.exists(side):
+        before = stamp()
+        if before[1][0] >= before[0][0]:  # the part is the newer: the collector is not between the two
+            tp, ts = copy(part), copy(side)
+            if stamp() == before:
+                place(tp)
+                place(ts)
+            else:  # rewritten while copying: the next pass takes it
+                os.remove(tp)
+                os.remove(ts)
+if not minimal and os.path.exists(log):
+    place(copy(log))
+PY
 }
-# DIODE_COLLECTOR replaces the collector command (tests/python/test_collect_script.py).
-( ${DIODE_COLLECTOR:-python -m torch_diode.collect} --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" 2>&1 \
+# DIODE_COLLECTOR replaces the collector command (tests/python/test_collect_script.py);
+# DIODE_COMPILE_WORKERS sets its compile processes (default: cores - 1), for several
+# collectors on one machine (datasets/collect_gpus.sh).
+workers=()
+[ -n "${DIODE_COMPILE_WORKERS:-}" ] && workers=(--compile-workers "$DIODE_COMPILE_WORKERS")
+( ${DIODE_COLLECTOR:-python -m torch_diode.collect} --spec "$spec" --first "$first" --deadline-s "$secs" --out "$part" ${workers[@]+"${workers[@]}"} 2>&1 \
   | grep -v "UserWarning\|warn_once" > "$D/log-$first.txt" ) &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do sleep "${DIODE_MIRROR_S:-5}"; mirror; done

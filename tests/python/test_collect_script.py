@@ -22,7 +22,8 @@ import json, os, sys, time
 a = sys.argv[1:]
 out = a[a.index("--out") + 1]
 first = int(a[a.index("--first") + 1])
-print("stub collector: first", first, flush=True)
+print("stub collector: first", first, "gpu", os.environ.get("CUDA_VISIBLE_DEVICES"),
+      "workers", a[a.index("--compile-workers") + 1] if "--compile-workers" in a else None, flush=True)
 for n in (1, 2):
     probs = [{"index": first + i} for i in range(n)]
     for path, data in ((out + ".stats.json", json.dumps({"engine": "v2", "problems": probs})),
@@ -51,7 +52,8 @@ def _setup(tmp_path):
     py.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     py.chmod(0o755)
     smi = fakebin / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'Fake GPU, 0.0'\n")
+    # FAKE_GPUS lines, as `nvidia-smi --query-gpu=...` prints one per GPU
+    smi.write_text('#!/bin/sh\ni=0; while [ $i -lt "${FAKE_GPUS:-1}" ]; do echo "Fake GPU, 0.0"; i=$((i+1)); done\n')
     smi.chmod(0o755)
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
@@ -89,15 +91,25 @@ def test_killed_run_still_has_every_finished_problem_in_out(tmp_path):
     env["STUB_HANG"] = "1"
     p = _run(work, env)
     part = out / "2026990001" / "part-000.msgpack"
+    sidecar = out / "2026990001" / "part-000.msgpack.stats.json"
+
+    def indexes():
+        try:
+            return [q["index"] for q in json.loads(sidecar.read_text())["problems"]]
+        except (OSError, ValueError):
+            return []
+
+    # The sidecar that comes back never lists a problem its part lacks (the mirror copies a pair
+    # only between the collector's writes, and puts the part in place first).
     deadline = time.time() + 60
-    while time.time() < deadline and not (part.exists() and part.read_text() == "PART 2"):
-        time.sleep(0.1)
+    while time.time() < deadline and not (part.exists() and part.read_text() == "PART 2" and indexes() == [0, 1]):
+        assert not part.exists() or len(indexes()) <= int(part.read_text().split()[1])
+        time.sleep(0.05)
     # What a device call's time limit does: the whole command is killed, no clean-up runs.
     os.killpg(p.pid, signal.SIGKILL)
     p.wait(timeout=30)
     assert part.read_text() == "PART 2"
-    stats = json.loads((out / "2026990001" / "part-000.msgpack.stats.json").read_text())
-    assert [q["index"] for q in stats["problems"]] == [0, 1]
+    assert indexes() == [0, 1]
     assert not list((out / "2026990001").glob("*.copying"))
 
 
@@ -110,3 +122,47 @@ def test_resume_skips_problems_already_on_the_machine(tmp_path):
     log, _ = p.communicate(timeout=120)
     assert "problems 2.. of 3" in log
     assert "stub collector: first 2" in (out / "2026990001" / "log-2.txt").read_text()
+
+
+def _gpus(work, env, gpus, *seeds):
+    env = dict(env, FAKE_GPUS=str(gpus))
+    return subprocess.run(["bash", str(REPO / "datasets/collect_gpus.sh"), "3", "60", "dataset2", *seeds],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_one_seed_per_gpu_each_with_its_share_of_the_cores(tmp_path):
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, env, 2, "2026990001", "2026990002")
+    assert r.returncode == 0, r.stdout + r.stderr
+    workers = max(1, os.cpu_count() // 2 - 1)
+    for gpu, seed in enumerate(("2026990001", "2026990002")):
+        dest = out / seed
+        # two seeds: everything collect.sh brings back (8 files in all, the device's limit)
+        assert sorted(f.name for f in dest.iterdir()) == ["log-0.txt", "part-000.msgpack",
+                                                          "part-000.msgpack.stats.json", "spec.json"]
+        assert (dest / "part-000.msgpack").read_text() == "PART 2"
+        assert f"stub collector: first 0 gpu {gpu} workers {workers}" in (dest / "log-0.txt").read_text()
+        assert f"== seed {seed} on GPU {gpu}" in r.stdout
+
+
+def test_three_seeds_bring_back_their_parts_only(tmp_path):
+    work, out, env = _setup(tmp_path)
+    seeds = ("2026990001", "2026990002", "2026990003")
+    r = _gpus(work, env, 4, *seeds)
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    assert files == sorted(f"{s}/part-000.msgpack" for s in seeds)
+    assert all((out / s / "part-000.msgpack").read_text() == "PART 2" for s in seeds)
+    assert "gpu 2" in (work / ".carry/collect-2026990003/log-0.txt").read_text()
+
+
+@pytest.mark.parametrize("gpus, seeds, why", [
+    (1, ("2026990001", "2026990002"), "2 seeds but 1 GPUs"),
+    (2, ("2026990001", "2026990001"), "given twice"),
+    (8, tuple(str(2026990001 + i) for i in range(5)), "at most 4 seeds"),
+])
+def test_refuses_what_cannot_work(tmp_path, gpus, seeds, why):
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, env, gpus, *seeds)
+    assert r.returncode == 2 and why in r.stderr, r.stderr
+    assert not list(out.iterdir())

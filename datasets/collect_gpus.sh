@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Grow datasets on every GPU of one machine at once: one datasets/collect.sh per seed, the
+# i-th seed on GPU i (CUDA_VISIBLE_DEVICES), each with an equal share of the CPU cores for
+# its compile processes. The collector is bound by Triton compiling (most of a problem's
+# wall on a fresh machine), and a 2- or 4-GPU machine (nvidia-h100-x2/-x4, nvidia-h200-x2/-x4)
+# has 16 cores per GPU like the one-GPU kinds, so N GPUs collect N seeds in the time of one.
+#
+#   bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]
+#   bash datasets/collect_gpus.sh 200 480 dataset2 2026112518 2026112520
+#
+# N problems per seed, SECONDS and MIX as in datasets/collect.sh (which resumes each seed
+# where it stopped). One seed per GPU, at most as many as there are GPUs, never the same seed
+# twice. What comes back in $OUT/SEED/ is collect.sh's, mirrored while it runs; with 3 or 4
+# seeds each part alone (the device returns at most 8 files; the part holds every problem's
+# wall time). Each seed's full log stays in .carry/collect_gpus-SEED.log and its sidecar in
+# .carry/collect-SEED/; the log's tail is printed at the end.
+set -euo pipefail
+if (($# < 4)); then
+  echo "usage: bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]" >&2
+  exit 2
+fi
+n=$1; secs=$2; mix=$3; shift 3
+seeds=("$@")
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)
+if ((${#seeds[@]} > gpus)); then
+  echo "collect_gpus: ${#seeds[@]} seeds but $gpus GPUs: one seed per GPU" >&2
+  exit 2
+fi
+if [ "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ]; then
+  echo "collect_gpus: a seed is given twice (two collectors would write the same parts)" >&2
+  exit 2
+fi
+if ((${#seeds[@]} > 4)); then
+  echo "collect_gpus: at most 4 seeds (the device returns at most 8 files)" >&2
+  exit 2
+fi
+workers=$(( $(nproc) / ${#seeds[@]} - 1 ))
+((workers >= 1)) || workers=1
+minimal=0
+((${#seeds[@]} <= 2)) || minimal=1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mkdir -p .carry
+echo "collect_gpus: ${#seeds[@]} seeds on $gpus GPUs, $workers compile workers each, $secs s, mix $mix"
+pids=()
+for i in "${!seeds[@]}"; do
+  CUDA_VISIBLE_DEVICES=$i DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
+    bash "$here/collect.sh" "${seeds[$i]}" "$n" "$secs" "$mix" > ".carry/collect_gpus-${seeds[$i]}.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    echo "collect_gpus: seed ${seeds[$i]} (GPU $i): collect.sh failed" >&2
+    rc=1
+  fi
+done
+for i in "${!seeds[@]}"; do
+  echo "== seed ${seeds[$i]} on GPU $i"
+  tail -12 ".carry/collect_gpus-${seeds[$i]}.log"
+done
+exit $rc
