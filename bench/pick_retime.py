@@ -52,8 +52,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats, collector_fidelity, pr
 from gpu_clock import MAX_REL_ERR, CollectorClock  # noqa: E402  (the GPU side shared with aten_triton_clock)
 from retime_run import FAKE, add_common_args, error_text, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, median  # noqa: E402  (one definition for every bench script)
+from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
+from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402  (re-timed as the static kernel at collection)
 
-DEFAULT_FLAG = 2  # record flag bit 1: in Inductor's DEFAULT list (torch_diode.collect.engine.FLAG_DEFAULT)
 PICKS = ("model", "default", "best", "aten")
 
 
@@ -111,7 +112,7 @@ def recorded(p, chosen: dict) -> dict:
         r = chosen[k]
         row[k + "_config"] = launch_key(r.config)
         row[k + "_recorded_us"] = r.median_us if r.status == "ok" else None
-        row[k + "_static"] = bool(r.flags & 8)  # FLAG_STATIC: re-timed as the static kernel at collection
+        row[k + "_static"] = bool(r.flags & FLAG_STATIC)
     row["model_status"] = chosen["model"].status
     row["same_pick"] = row["model_config"] == row["default_config"]
     return row
