@@ -91,7 +91,7 @@ sys.path.insert(0, HERE)  # stats, when imported from elsewhere
 
 # One definition for every bench script, the same as `diode validate` (bench/stats.py);
 # geomean (None entries left out, None for no values) stays importable from here.
-from stats import geomean  # noqa: E402
+from stats import geomean, quantile  # noqa: E402
 
 REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")
@@ -379,8 +379,8 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
         return {"us": s.elapsed_time(e) * 1e3 / reps, "fallback": True,
                 "method": f"cuda-events back-to-back, warm L2 ({why})"}
     calls.sort()
-    return {"us": statistics.median(calls), "p10_us": calls[len(calls) // 10],
-            "p90_us": calls[(9 * len(calls)) // 10], "calls": len(calls),
+    return {"us": statistics.median(calls), "p10_us": quantile(calls, 0.1),
+            "p90_us": quantile(calls, 0.9), "calls": len(calls),
             "memcpy_us": statistics.median(copies),  # memcpy, memset and ATen fills, not in "us"
             "kernels_per_call": sum(names.values()) / len(calls),
             "kernels": sorted(names, key=lambda k: -names[k])[:8],
