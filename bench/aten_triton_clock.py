@@ -63,7 +63,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_tra
 from collector_fidelity import DECODE_M, load_problems, select_problems  # noqa: E402
 from cupti_trace import call_launches, kernel_sums  # noqa: E402  (per call, its GPU activities in launch order)
 from gpu_clock import CollectorClock  # noqa: E402  (the GPU side shared with pick_retime)
-from retime_run import FAKE, add_common_args, error_text, run_merge, run_problems  # noqa: E402  (the driver, likewise)
+from retime_run import FAKE, add_common_args, error_text, interleaved_medians, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
@@ -338,13 +338,8 @@ def measure(clock, p, recs, a) -> dict:
     try:
         aten, tri = fns["aten"], fns["triton"]
         row["aten_rel_err"], row["triton_rel_err"] = fns["aten_rel_err"], fns["triton_rel_err"]
-        clock.warm([aten, tri], a.repeats)   # after the static kernel's compile the GPU idled
-        ev = {"aten": [], "triton": []}
-        for _ in range(a.rounds):            # interleaved, against drift
-            ev["aten"] += clock.events_us(aten, a.repeats)
-            ev["triton"] += clock.events_us(tri, a.repeats)
-        for side in ("aten", "triton"):
-            row[side + "_events_us"] = median(ev[side])
+        for side, us in interleaved_medians(clock, {"aten": aten, "triton": tri}, a.rounds, a.repeats).items():
+            row[side + "_events_us"] = us
         calls = {"aten": [], "triton": []}
         per = max(1, a.profile_reps // a.profile_rounds)
         try:

@@ -58,12 +58,8 @@ def load_problems(paths):
     out = []
     for path in paths:
         for shard in load_dataset(path).shards:
-            recs = {}
-            for r in shard.records:
-                if r.status == "ok":
-                    recs.setdefault(r.problem_index, []).append(r)
-            for i, p in enumerate(shard.problems):
-                rs = recs.get(i, [])
+            for p, recs in shard.records_by_problem():
+                rs = [r for r in recs if r.status == "ok"]
                 if any(r.config.is_triton for r in rs):
                     out.append((p, rs))
     return out

@@ -31,13 +31,10 @@ OWN, BIAS = "aten", "aten::bias_addmm"  # templates as the collector records the
 def ratios(path: str) -> list[tuple[float, object]]:
     out = []
     for shard in load_dataset(path).shards:
-        times: dict = collections.defaultdict(dict)
-        for r in shard.records:
-            if r.status == "ok" and r.config.template in (OWN, BIAS):
-                times[r.problem_index][r.config.template] = r.median_us
-        for i, t in times.items():
+        for p, recs in shard.records_by_problem():
+            t = {r.config.template: r.median_us for r in recs if r.status == "ok" and r.config.template in (OWN, BIAS)}
             if OWN in t and BIAS in t:
-                out.append((t[BIAS] / t[OWN], shard.problems[i], collector_of(shard)))
+                out.append((t[BIAS] / t[OWN], p, collector_of(shard)))
     return sorted(out, key=lambda x: x[0])
 
 

@@ -91,7 +91,7 @@ sys.path.insert(0, HERE)  # stats, when imported from elsewhere
 
 # One definition for every bench script, the same as `diode validate` (bench/stats.py);
 # geomean (None entries left out, None for no values) stays importable from here.
-from stats import geomean, quantile  # noqa: E402
+from stats import geomean, quantile, ratio  # noqa: E402
 
 REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")
@@ -766,10 +766,6 @@ def _comp(r):
     return (r or {}).get("compile_s") if (r or {}).get("status") == "ok" else None
 
 
-def _div(x, y):
-    return x / y if x is not None and y else None
-
-
 def summarize(results: list[dict], workloads: list[str]) -> dict:
     """Per workload: eager cuBLAS and best references, and per mode the ratios the table and
     the goals use; then the goals."""
@@ -788,9 +784,9 @@ def summarize(results: list[dict], workloads: list[str]) -> dict:
             g, c = _gpu(r), _comp(r)
             if m == "collector":  # its "compile s" is the problem's collection wall: no compile ratios
                 c = None
-            modes[m] = {"compile_s": _comp(r), "gpu_us": g, "compile_x_plain": _div(c, _comp(p)),
-                        "compile_x_default": _div(c, _comp(d)), "gpu_x_default": _div(g, _gpu(d)),
-                        "gpu_x_best": _div(g, best), "gpu_x_cublas": _div(g, eager)}
+            modes[m] = {"compile_s": _comp(r), "gpu_us": g, "compile_x_plain": ratio(c, _comp(p)),
+                        "compile_x_default": ratio(c, _comp(d)), "gpu_x_default": ratio(g, _gpu(d)),
+                        "gpu_x_best": ratio(g, best), "gpu_x_cublas": ratio(g, eager)}
         tuned = (d or {}).get("gemm_autotuned")
         rows[w] = {"eager_us": eager, "collector_best_us": coll, "best_us": best,
                    "default_autotuned": None if tuned is None else tuned > 0,
@@ -839,7 +835,7 @@ def goals(rows: dict) -> list[dict]:
     for r in rows.values():
         if r["gemm"]:
             d = r["modes"].get("default", {}).get("gpu_us")
-            vals[ORACLE].append(_div(min(r["best_us"], d), d) if r["best_us"] and d else None)
+            vals[ORACLE].append(ratio(min(r["best_us"], d), d) if r["best_us"] and d else None)
     out = []
     for name, metric, thr, what in GOALS + tuple(
             (g + "@autotuned", m, t, w.replace("(GEMMs)", "").replace("(GEMM workloads)", "") +
@@ -884,7 +880,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
         row = s["rows"][w]
         dt = WORKLOADS[w]["dtype"]
         lines.append(f"| {w} | {dt} | eager (cuBLAS) | {'ok' if row['eager_us'] else '-'} | - | - | - | "
-                     f"{_f(row['eager_us'])} | - | {_f(_div(row['eager_us'], row['best_us']), '.3f')} | 1.000 | - | "
+                     f"{_f(row['eager_us'])} | - | {_f(ratio(row['eager_us'], row['best_us']), '.3f')} | 1.000 | - | "
                      f"{WORKLOADS[w]['layer']}" + (f"; best {row['best_us']:.2f} us from {row['best_source']}"
                                                 if row["best_us"] else "") + " |")
         for m in modes:

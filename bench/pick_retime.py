@@ -50,8 +50,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats, collector_fidelity, predict_aten_margin
 
 from gpu_clock import MAX_REL_ERR, CollectorClock  # noqa: E402  (the GPU side shared with aten_triton_clock)
-from retime_run import FAKE, add_common_args, error_text, run_merge, run_problems  # noqa: E402  (the driver, likewise)
-from stats import geomean, median  # noqa: E402  (one definition for every bench script)
+from retime_run import FAKE, add_common_args, error_text, interleaved_medians, run_merge, run_problems  # noqa: E402  (the driver, likewise)
+from stats import geomean, ratio  # noqa: E402  (one definition for every bench script)
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402  (re-timed as the static kernel at collection)
 
@@ -79,14 +79,10 @@ def load(paths, keep=None):
     out = []
     for path in paths:
         for shard in load_dataset(path).shards:
-            recs = collections.defaultdict(list)
-            for r in shard.records:
-                recs[r.problem_index].append(r)
-            for i, p in enumerate(shard.problems):
-                rs = recs.get(i, [])
-                ok = [r for r in rs if r.status == "ok" and r.median_us > 0]
+            for p, rs in shard.records_by_problem():
                 if keep is not None and problem_key(p) not in keep:
                     continue
+                ok = [r for r in rs if r.status == "ok" and r.median_us > 0]
                 if any(r.config.is_triton for r in ok) and any(r.config.template == "aten" for r in ok):
                     out.append((p, rs))
     return out
@@ -118,21 +114,17 @@ def recorded(p, chosen: dict) -> dict:
     return row
 
 
-def _ratio(a, b):
-    return a / b if a is not None and b else None
-
-
 def derive(row: dict) -> dict:
     rec_best = row.get("best_recorded_us")
-    row["model_recorded_regret"] = _ratio(row.get("model_recorded_us"), rec_best)
-    row["default_recorded_regret"] = _ratio(row.get("default_recorded_us"), rec_best)
-    row["model_vs_default_recorded"] = _ratio(row.get("model_recorded_us"), row.get("default_recorded_us"))
+    row["model_recorded_regret"] = ratio(row.get("model_recorded_us"), rec_best)
+    row["default_recorded_regret"] = ratio(row.get("default_recorded_us"), rec_best)
+    row["model_vs_default_recorded"] = ratio(row.get("model_recorded_us"), row.get("default_recorded_us"))
     now = [row.get(k + "_now_us") for k in PICKS]
     fastest = min((x for x in now if x), default=None)
     for k in PICKS:
-        row[k + "_now_regret"] = _ratio(row.get(k + "_now_us"), fastest)
-    row["model_vs_default_now"] = _ratio(row.get("model_now_us"), row.get("default_now_us"))
-    row["model_vs_aten_now"] = _ratio(row.get("model_now_us"), row.get("aten_now_us"))
+        row[k + "_now_regret"] = ratio(row.get(k + "_now_us"), fastest)
+    row["model_vs_default_now"] = ratio(row.get("model_now_us"), row.get("default_now_us"))
+    row["model_vs_aten_now"] = ratio(row.get("model_now_us"), row.get("aten_now_us"))
     return row
 
 
@@ -262,14 +254,9 @@ def measure(clock, p, recs, chosen: dict, a) -> dict:
         if bad:
             row["error"] = f"wrong result: {bad}"
             return derive(row)
-        launches = {k: fn for k, (fn, _) in fns.items()}
-        clock.warm(list(launches.values()), a.repeats)   # after the static compiles the GPU idled
-        times = {k: [] for k in launches}
-        for _ in range(a.rounds):                        # interleaved, against drift
-            for k, fn in launches.items():
-                times[k] += clock.events_us(fn, a.repeats)
+        now = interleaved_medians(clock, {k: fn for k, (fn, _) in fns.items()}, a.rounds, a.repeats)
         for k in PICKS:
-            row[k + "_now_us"] = median(times[launch_key(chosen[k].config)])
+            row[k + "_now_us"] = now[launch_key(chosen[k].config)]
     except Exception as e:  # a launch error while timing
         row["error"] = error_text(e)
     finally:

@@ -63,15 +63,12 @@ def problems_of(paths, keep=None):
     (only those whose problem_key is in `keep`, when given)."""
     for path in paths:
         for shard in load_dataset(path).shards:
-            recs = collections.defaultdict(list)
-            for r in shard.records:
-                if r.status == "ok" and r.median_us > 0:
-                    recs[r.problem_index].append(r)
-            for i, rs in sorted(recs.items()):
-                if keep is not None and problem_key(shard.problems[i]) not in keep:
+            for p, recs in shard.records_by_problem():
+                if keep is not None and problem_key(p) not in keep:
                     continue
+                rs = [r for r in recs if r.status == "ok" and r.median_us > 0]
                 if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
-                    yield shard.problems[i], rs
+                    yield p, rs
 
 
 def predict_picks_triton(row: dict, margin: float) -> bool:

@@ -9,6 +9,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from stats import median
+
 FAKE = "FAKE"
 
 
@@ -22,6 +24,18 @@ def add_common_args(ap) -> None:
     ap.add_argument("--json", default="", help="write rows and summary here (after every problem too)")
     ap.add_argument("--merge", nargs="+", metavar="PART_JSON", help="join parts' --json files, print the summary")
     ap.add_argument("--dry-run", action="store_true", help="CPU only, FAKE timings: tests the driver")
+
+
+def interleaved_medians(clock, launches: dict, rounds: int, repeats: int) -> dict:
+    """{key: median us} of each launch on the clock: untimed warm-up rounds first (after a
+    compile the GPU idled), then `rounds` rounds of `repeats` timed calls of each launch in
+    turn, interleaved so that a drift of the GPU's clocks falls on all of them alike."""
+    clock.warm(list(launches.values()), repeats)
+    times = {k: [] for k in launches}
+    for _ in range(rounds):
+        for k, fn in launches.items():
+            times[k] += clock.events_us(fn, repeats)
+    return {k: median(v) for k, v in times.items()}
 
 
 def error_text(e: BaseException) -> str:

@@ -54,3 +54,8 @@ def median(xs: Iterable[float | None]) -> float | None:
     (what the bench scripts' medians have always been); None when there are no values."""
     v = _values(xs)
     return statistics.median(v) if v else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None when a is missing or b is missing or zero (a table cell with no figure)."""
+    return a / b if a is not None and b else None

@@ -154,6 +154,15 @@ class Shard:
         return [TimingRecord(self.problems[r.problem_index], r.config, r.median_us, r.spread_us,
                              r.repeats, r.status, r.flags) for r in self.records]
 
+    def records_by_problem(self) -> list[tuple[Problem, list[ShardRecord]]]:
+        """Each problem with its records (every status, in record order), in problem order;
+        a problem without records gets an empty list. The one grouping the readers of a
+        dataset share (the bench scripts), instead of each building its own index."""
+        grouped: list[list[ShardRecord]] = [[] for _ in self.problems]
+        for r in self.records:
+            grouped[r.problem_index].append(r)
+        return list(zip(self.problems, grouped))
+
 
 # ------------------------------------------------------------------ encoding
 

@@ -54,3 +54,12 @@ def test_corrupt_file_named(tmp_path, golden_cases):
     (tmp_path / "bad.msgpack").write_bytes(bytes(data))
     with pytest.raises(wire.WireError, match="bad.msgpack"):
         dataset.load_dataset(tmp_path)
+
+
+def test_records_by_problem_groups_every_record_under_its_problem(golden_cases):
+    shard = wire.shard_from_json(golden_cases["shard"])
+    groups = shard.records_by_problem()
+    assert [p for p, _ in groups] == shard.problems and len(shard.problems) > 1
+    assert sum(len(rs) for _, rs in groups) == len(shard.records) > 1
+    for i, (_, rs) in enumerate(groups):
+        assert rs == [r for r in shard.records if r.problem_index == i]   # record order kept
