@@ -59,10 +59,18 @@ part, log, dest, minimal = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] ==
 side = part + ".stats.json"
 
 
-def copy(src):
+def copy(src):  # copy2 keeps the mtime, by which current() knows an unchanged file
     tmp = os.path.join(dest, os.path.basename(src) + ".copying")
-    shutil.copyfile(src, tmp)
+    shutil.copy2(src, tmp)
     return tmp
+
+
+def current(src):  # already in $OUT as it is now: nothing to copy on this pass
+    dst = os.path.join(dest, os.path.basename(src))
+    if not os.path.exists(dst):
+        return False
+    a, b = os.stat(src), os.stat(dst)
+    return (a.st_mtime_ns, a.st_size) == (b.st_mtime_ns, b.st_size)
 
 
 def place(tmp):
@@ -75,8 +83,9 @@ def stamp():
 
 if os.path.exists(part):
     if minimal:
-        place(copy(part))
-    elif os.path.exists(side):
+        if not current(part):
+            place(copy(part))
+    elif os.path.exists(side) and not (current(part) and current(side)):
         before = stamp()
         if before[1][0] >= before[0][0]:  # the part is the newer: the collector is not between the two
             tp, ts = copy(part), copy(side)
@@ -86,7 +95,7 @@ if os.path.exists(part):
             else:  # rewritten while copying: the next pass takes it
                 os.remove(tp)
                 os.remove(ts)
-if not minimal and os.path.exists(log):
+if not minimal and os.path.exists(log) and not current(log):
     place(copy(log))
 PY
 }
