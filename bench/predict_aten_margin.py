@@ -58,15 +58,23 @@ def read_split_list(path: str) -> set:
     return {problem_key(x) for x in items}
 
 
-def problems_of(paths, keep=None):
+def disturbed(r, max_spread: float) -> bool:
+    """The trainer's and `diode validate`'s rule (ShardRecord::spread_above, diode-train and
+    diode validate --max-spread): an ok record whose spread (IQR) is above max_spread x its
+    median was timed while the GPU was disturbed; with max_spread > 0 it counts as never timed."""
+    return max_spread > 0 and r.status == "ok" and r.spread_us > max_spread * r.median_us
+
+
+def problems_of(paths, keep=None, max_spread: float = 0.0):
     """(problem, ok records of it) for every problem with an `aten` record and a DEFAULT Triton config
-    (only those whose problem_key is in `keep`, when given)."""
+    (only those whose problem_key is in `keep`, when given; without the disturbed records when
+    max_spread > 0, so a pick or a best never rests on one)."""
     for path in paths:
         for shard in load_dataset(path).shards:
             for p, recs in shard.records_by_problem():
                 if keep is not None and problem_key(p) not in keep:
                     continue
-                rs = [r for r in recs if r.status == "ok" and r.median_us > 0]
+                rs = [r for r in recs if r.status == "ok" and r.median_us > 0 and not disturbed(r, max_spread)]
                 if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
                     yield p, rs
 
@@ -89,6 +97,10 @@ def main(argv=None) -> int:
     ap.add_argument("--per-problem", action="store_true", help="list each problem at margin 0")
     ap.add_argument("--split-list", default="", metavar="LIST",
                     help="only the problems of this `diode validate --list-split SPLIT --json` file")
+    ap.add_argument("--max-spread", type=float, default=0.0, metavar="F",
+                    help="> 0: replay as if every ok record whose spread (IQR) exceeds F x its median had "
+                         "never been timed, as `diode validate --max-spread F` scores (0, the default: "
+                         "the data as measured)")
     ap.add_argument("datasets", nargs="+", help="dataset files or directories")
     a = ap.parse_args(argv)
     model = load_model_dir(a.model)
@@ -96,7 +108,9 @@ def main(argv=None) -> int:
     trained = model.info.meta.get("dataset", {})
     rows = []  # per problem: (problem, best, aten, [(triton score gap, triton time)], best-scored choice)
     keep = read_split_list(a.split_list) if a.split_list else None
-    for p, rs in problems_of(a.datasets, keep):
+    if not 0 <= a.max_spread <= 1000:
+        raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
+    for p, rs in problems_of(a.datasets, keep, a.max_spread):
         cands = [r for r in rs if r.config.is_triton and r.flags & DEFAULT_FLAG]
         aten = next(r for r in rs if r.config.template == "aten")
         offered = cands + [aten]
@@ -112,7 +126,8 @@ def main(argv=None) -> int:
         return 1
     outside = sum(not r["inside"] for r in rows)
     print(f"{len(rows)} problems ({outside} outside the model's training domain: ATen, as the hook does); "
-          f"model {a.model} (trained on {trained.get('problems', '?')} problems)")
+          f"model {a.model} (trained on {trained.get('problems', '?')} problems)"
+          + (f"; records with spread > {a.max_spread:g} x median left out" if a.max_spread > 0 else ""))
     table = []
     print("| margin | regret vs best: geomean / p90 / max | vs cuBLAS: geomean / max | ATen chosen |")
     print("|---|---|---|---|")
@@ -158,7 +173,7 @@ def main(argv=None) -> int:
                   f"{gap}, triton/aten measured {r['triton'] / r['aten']:.3f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"problems": len(rows), "model": a.model, "table": table, "per_group": per_group}, f, indent=1)
+            json.dump({"problems": len(rows), "model": a.model, "max_spread": a.max_spread, "table": table, "per_group": per_group}, f, indent=1)
     return 0
 
 

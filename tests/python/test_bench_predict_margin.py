@@ -65,3 +65,29 @@ def test_split_list_keeps_only_the_listed_problems_and_groups_them(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
                         "--split-list", str(bad), str(data)], capture_output=True, text=True)
     assert r.returncode != 0 and "--list-split" in r.stderr
+
+
+def test_max_spread_leaves_out_disturbed_records_as_validate_does(tmp_path):
+    """--max-spread F replays as if every ok record with spread > F x median had never been timed
+    (diode validate's and diode-train's rule): no record the replay uses is disturbed, and on the
+    fleet file (collector 2.0.0, disturbed DEFAULT records such as mm 184x16x408 bf16's 45.6 us
+    with a 35 us IQR) some are left out; F = 0 keeps the data as measured."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import predict_aten_margin as pam
+    data = [str(ROOT / "datasets/nvidia-h100-80gb/2026-11-25-fleet-mix-2026112505-s000-006.msgpack.gz")]
+    raw = {pam.problem_key(p): rs for p, rs in pam.problems_of(data)}
+    kept = {pam.problem_key(p): rs for p, rs in pam.problems_of(data, max_spread=0.5)}
+    assert kept and set(kept) <= set(raw)
+    assert all(r.spread_us <= 0.5 * r.median_us for rs in kept.values() for r in rs)
+    assert sum(map(len, kept.values())) < sum(map(len, raw.values()))
+    assert any(r.spread_us > 0.5 * r.median_us for rs in raw.values() for r in rs)
+    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
+    model = max(model.iterdir(), key=lambda p: int(p.name))
+    out = tmp_path / "t.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
+                        "--max-spread", "0.5", "--json", str(out), *data], capture_output=True, text=True, check=True)
+    t = json.loads(out.read_text())
+    assert t["max_spread"] == 0.5 and t["problems"] == len(kept) and "left out" in r.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
+                          "--max-spread", "-1", *data], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--max-spread" in bad.stderr
