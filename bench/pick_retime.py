@@ -10,7 +10,7 @@ reads below its configs' real times (winner's curse) and the baseline gains by s
 On the H100 test split (session 11) version 4's top-1 trails the baseline by 0.3-1.2% per
 op, the size of that noise. Timing the two picks again, together, tells which it is.
 
-  python bench/pick_retime.py --model python/torch_diode/bundles/nvidia-h100-80gb/4 \\
+  python bench/pick_retime.py --model python/torch_diode/bundles/nvidia-h100-80gb/5 \\
       --data datasets/nvidia-h100-80gb --split-list test.json [--start 0 --count 35] \\
       [--budget-s 480] [--json part.json]
   python bench/pick_retime.py --merge part1.json part2.json [--json all.json]
