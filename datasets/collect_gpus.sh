@@ -14,6 +14,11 @@
 # seeds each part alone (the device returns at most 8 files; the part holds every problem's
 # wall time). Each seed's full log stays in .carry/collect_gpus-SEED.log and its sidecar in
 # .carry/collect-SEED/; the log's tail is printed at the end.
+#
+# DIODE_SKIP_GPUS=K leaves the first K GPUs (and K shares of the cores) to other work of the
+# same device call, e.g. a benchmark on GPU 0 while GPUs 1-3 collect:
+#   CUDA_VISIBLE_DEVICES=0 python bench/pick_retime.py ... & DIODE_SKIP_GPUS=1 bash datasets/collect_gpus.sh 200 480 dataset2 S1 S2 S3; wait
+# The files that other work writes to $OUT count against the device's 8 too.
 set -euo pipefail
 if (($# < 4)); then
   echo "usage: bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]" >&2
@@ -22,8 +27,13 @@ fi
 n=$1; secs=$2; mix=$3; shift 3
 seeds=("$@")
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)
-if ((${#seeds[@]} > gpus)); then
-  echo "collect_gpus: ${#seeds[@]} seeds but $gpus GPUs: one seed per GPU" >&2
+skip=${DIODE_SKIP_GPUS:-0}
+if ! [[ $skip =~ ^[0-9]+$ ]] || ((skip >= gpus)); then
+  echo "collect_gpus: DIODE_SKIP_GPUS=$skip must be a whole number below the $gpus GPUs" >&2
+  exit 2
+fi
+if ((${#seeds[@]} > gpus - skip)); then
+  echo "collect_gpus: ${#seeds[@]} seeds but $gpus GPUs ($skip left to other work): one seed per GPU" >&2
   exit 2
 fi
 if [ "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ]; then
@@ -34,28 +44,28 @@ if ((${#seeds[@]} > 4)); then
   echo "collect_gpus: at most 4 seeds (the device returns at most 8 files)" >&2
   exit 2
 fi
-workers=$(( $(nproc) / ${#seeds[@]} - 1 ))
+workers=$(( $(nproc) / (${#seeds[@]} + skip) - 1 ))
 ((workers >= 1)) || workers=1
 minimal=0
 ((${#seeds[@]} <= 2)) || minimal=1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p .carry
-echo "collect_gpus: ${#seeds[@]} seeds on $gpus GPUs, $workers compile workers each, $secs s, mix $mix"
+echo "collect_gpus: ${#seeds[@]} seeds on GPUs $skip-$((skip + ${#seeds[@]} - 1)) of $gpus, $workers compile workers each, $secs s, mix $mix"
 pids=()
 for i in "${!seeds[@]}"; do
-  CUDA_VISIBLE_DEVICES=$i DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
+  CUDA_VISIBLE_DEVICES=$((skip + i)) DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
     bash "$here/collect.sh" "${seeds[$i]}" "$n" "$secs" "$mix" > ".carry/collect_gpus-${seeds[$i]}.log" 2>&1 &
   pids+=($!)
 done
 rc=0
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then
-    echo "collect_gpus: seed ${seeds[$i]} (GPU $i): collect.sh failed" >&2
+    echo "collect_gpus: seed ${seeds[$i]} (GPU $((skip + i))): collect.sh failed" >&2
     rc=1
   fi
 done
 for i in "${!seeds[@]}"; do
-  echo "== seed ${seeds[$i]} on GPU $i"
+  echo "== seed ${seeds[$i]} on GPU $((skip + i))"
   tail -12 ".carry/collect_gpus-${seeds[$i]}.log"
 done
 exit $rc

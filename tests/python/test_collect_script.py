@@ -166,3 +166,27 @@ def test_refuses_what_cannot_work(tmp_path, gpus, seeds, why):
     r = _gpus(work, env, gpus, *seeds)
     assert r.returncode == 2 and why in r.stderr, r.stderr
     assert not list(out.iterdir())
+
+
+def test_skip_gpus_leaves_the_first_ones_to_other_work(tmp_path):
+    """DIODE_SKIP_GPUS=1: the seeds go to GPUs 1.., and the cores are shared as if the skipped
+    GPU's work were one more collector."""
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, dict(env, DIODE_SKIP_GPUS="1"), 4, "2026990001", "2026990002")
+    assert r.returncode == 0, r.stdout + r.stderr
+    workers = max(1, os.cpu_count() // 3 - 1)
+    for gpu, seed in ((1, "2026990001"), (2, "2026990002")):
+        assert f"stub collector: first 0 gpu {gpu} workers {workers}" in (out / seed / "log-0.txt").read_text()
+        assert f"== seed {seed} on GPU {gpu}" in r.stdout
+
+
+@pytest.mark.parametrize("skip, gpus, seeds, why", [
+    ("4", 4, ("2026990001",), "must be a whole number below the 4 GPUs"),
+    ("one", 4, ("2026990001",), "must be a whole number"),
+    ("2", 3, ("2026990001", "2026990002"), "2 seeds but 3 GPUs (2 left to other work)"),
+])
+def test_skip_gpus_refuses_what_cannot_work(tmp_path, skip, gpus, seeds, why):
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, dict(env, DIODE_SKIP_GPUS=skip), gpus, *seeds)
+    assert r.returncode == 2 and why in r.stderr, r.stderr
+    assert not list(out.iterdir())
