@@ -10,7 +10,8 @@ content in other deflate bytes), where
   * the hardware key is the shard's own (torch_diode.hardware.hardware_key, the rule the hub
     and `diode dataset stats` use), so an H200 part never lands in the H100 folder;
   * mix and seed come from the shard id that collect.sh gives (`dataset-mix/SEED` is `mix`,
-    `dataset-mix2/SEED` is `mix2`);
+    `dataset-mix2/SEED` is `mix2`; a re-collection's `dataset-recollect/ID`, from
+    `python -m torch_diode.collect.respec`, is `recollect` with its ID in the seed's place);
   * LLL = FFF + problems - 1, and the date is the shard's creation day (UTC).
 Refused, with nothing written: a part that does not decode, a shard id of another kind, a
 problem range that overlaps a file of the same seed already in the folder (or another part
@@ -34,7 +35,7 @@ from torch_diode import wire  # noqa: E402
 from torch_diode.hardware import hardware_key  # noqa: E402
 
 PART_NAME = re.compile(r"^part-(\d+)\.msgpack$")
-SHARD_ID = re.compile(r"^dataset-(mix2?)/(\d+)$")
+SHARD_ID = re.compile(r"^dataset-(mix2?|recollect)/(\d+)$")
 COMMITTED = re.compile(r"-(\d+)-p(\d+)-(\d+)\.msgpack\.gz$")
 
 
@@ -55,8 +56,8 @@ def plan(path: str) -> dict:
         raise PartError(f"{path}: {e}") from e
     sid = SHARD_ID.match(shard.id)
     if not sid:
-        raise PartError(f"{path}: shard id {shard.id!r} is not the dataset mix's (dataset-mix/SEED or "
-                        "dataset-mix2/SEED): name it by hand")
+        raise PartError(f"{path}: shard id {shard.id!r} is not the dataset mix's (dataset-mix/SEED, "
+                        "dataset-mix2/SEED or dataset-recollect/ID): name it by hand")
     if not shard.problems:
         raise PartError(f"{path}: no problems")
     mix, seed = sid.group(1), sid.group(2)

@@ -1,0 +1,99 @@
+"""A shard spec that re-collects committed problems last measured by older collectors.
+
+    python -m torch_diode.collect.respec --dataset datasets/nvidia-h100-80gb --before 2.2.0 \
+        --id 2026112601 --out .carry/collect-2026112601/spec.json [--limit N]
+
+A problem counts by the newest `torch_diode.collect` version that measured it (the rule of
+diode-train and diode validate, which keep only that version's records of a problem), so a
+problem already re-collected is not drawn again. The spec lists the problems whose newest
+version is below --before, in the dataset's order (shard by shard as loaded, problem order
+within each), EXHAUSTIVE, float32 with TF32 on only (as the dataset mix measures it), shard
+id `dataset-recollect/ID`. Placed at `.carry/collect-ID/spec.json` it is what
+`bash datasets/collect.sh ID N SECONDS` runs (collect.sh draws a spec only when none is
+there), and `datasets/add_parts.py` files its parts as `<day>-recollect-ID-pFFF-LLL`. Never
+reuse an ID, as with seeds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+from .. import wire
+from ..dataset import load_dataset
+from .spec import parse_spec
+
+COLLECTOR = re.compile(r"^torch_diode\.collect (\d+)\.(\d+)\.(\d+)$")
+
+
+def version_of(collector: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a shard's `method.collector`; None for anything else (a replay,
+    a community dataset, a wire version 1 shard): such problems are never re-collected here."""
+    m = COLLECTOR.match(collector)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", text)
+    if not m:
+        raise ValueError(f"--before {text!r}: expected MAJOR.MINOR.PATCH, e.g. 2.2.0")
+    return tuple(int(x) for x in m.groups())
+
+
+def stale_problems(dataset_dir: str, before: tuple[int, int, int]) -> list[wire.Problem]:
+    """Problems whose newest measuring collector is older than `before`, in dataset order."""
+    newest: dict[wire.Problem, tuple[int, int, int]] = {}
+    order: list[wire.Problem] = []
+    for shard in load_dataset(dataset_dir).shards:
+        v = version_of(shard.method.collector)
+        if v is None:
+            continue
+        for p, recs in shard.records_by_problem():
+            if not recs:
+                continue
+            if p not in newest:
+                order.append(p)
+                newest[p] = v
+            else:
+                newest[p] = max(newest[p], v)
+    return [p for p in order if newest[p] < before]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, help="a hardware's dataset folder, e.g. datasets/nvidia-h100-80gb")
+    ap.add_argument("--before", required=True, help="re-collect problems whose newest collector is older than this")
+    ap.add_argument("--id", required=True, help="the re-collection's number (digits, never reused): shard id dataset-recollect/ID")
+    ap.add_argument("--out", required=True, help="spec JSON to write")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many problems (0: all)")
+    a = ap.parse_args(argv)
+    if not re.fullmatch(r"\d{1,20}", a.id):
+        ap.error(f"--id {a.id!r}: digits only (it takes a seed's place in file names)")
+    if a.limit < 0:
+        ap.error("--limit must be >= 0")
+    try:
+        before = parse_version(a.before)
+    except ValueError as e:
+        ap.error(str(e))
+    if not os.path.isdir(a.dataset):
+        ap.error(f"--dataset {a.dataset}: not a folder")
+    probs = stale_problems(a.dataset, before)
+    if a.limit:
+        probs = probs[:a.limit]
+    if not probs:
+        print(f"respec: no problem of {a.dataset} has its newest collector below {a.before}: nothing to write")
+        return 1
+    spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
+            "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
+    parse_spec(spec)  # what we write must load
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(spec, f, indent=1)
+    print(f"respec: {len(probs)} problems of {a.dataset} last measured before torch_diode.collect {a.before} -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
