@@ -190,3 +190,22 @@ def test_skip_gpus_refuses_what_cannot_work(tmp_path, skip, gpus, seeds, why):
     r = _gpus(work, dict(env, DIODE_SKIP_GPUS=skip), gpus, *seeds)
     assert r.returncode == 2 and why in r.stderr, r.stderr
     assert not list(out.iterdir())
+
+
+def test_a_spec_placed_before_the_run_is_the_one_collected(tmp_path):
+    """A re-collection (torch_diode.collect.respec) places its spec at .carry/collect-ID/spec.json:
+    collect.sh runs that spec instead of drawing the dataset mix's."""
+    work, out, env = _setup(tmp_path)
+    d = work / ".carry" / "collect-2026990001"
+    d.mkdir(parents=True)
+    placed = {"shard_id": "dataset-recollect/2026990001", "sweep_id": "dataset-recollect",
+              "search_space": "EXHAUSTIVE", "tf32": [True],
+              "problems": [{"op": "mm", "batch": 1, "m": 64 * (i + 1), "n": 128, "k": 256,
+                            "dtype_a": "float16", "dtype_b": "float16", "dtype_out": "float16",
+                            "trans_a": False, "trans_b": False, "bias": "none", "alpha": 1.0, "beta": 1.0}
+                           for i in range(5)]}
+    (d / "spec.json").write_text(json.dumps(placed))
+    p = _run(work, env)
+    log, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, log
+    assert json.loads((out / "2026990001" / "spec.json").read_text()) == placed
