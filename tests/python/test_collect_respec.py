@@ -71,6 +71,8 @@ def test_spec_is_written_loadable_and_limited(tmp_path, capsys, data):
     (["--before", "2.2"], "MAJOR.MINOR.PATCH"),
     (["--before", "2.2.0", "--id", "abc"], "digits only"),
     (["--before", "2.2.0", "--limit", "-1"], "--limit"),
+    (["--before", "2.2.0", "--part", "2/2"], "0 <= K < N"),
+    (["--before", "2.2.0", "--part", "half"], "expected K/N"),
 ])
 def test_bad_arguments_are_refused(tmp_path, capsys, args, message):
     base = {"--dataset": str(H100), "--id": "2026990001", "--out": str(tmp_path / "s.json")}
@@ -97,3 +99,16 @@ def test_add_parts_files_a_recollection_part(tmp_path, capsys):
     out = tmp_path / "datasets"
     assert add_parts.main([str(part), "--datasets", str(out)]) == 0
     assert (out / "nvidia-h100-80gb" / "2026-11-26-recollect-2026990001-p000-019.msgpack.gz").exists()
+
+
+def test_parts_are_disjoint_and_cover_every_stale_problem(tmp_path, data):
+    got = []
+    for k in range(3):
+        out = tmp_path / f"s{k}.json"
+        assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", str(2026990010 + k),
+                            "--part", f"{k}/3", "--out", str(out)]) == 0
+        got.append(list(load_spec(str(out)).problems))
+    every = respec.stale_problems(str(data), (2, 2, 0))
+    assert sorted(map(len, got)) == sorted(len(every[k::3]) for k in range(3))
+    assert [p for part in got for p in part] != every          # interleaved, not cut in blocks
+    assert sorted(map(repr, (p for part in got for p in part))) == sorted(map(repr, every))

@@ -11,7 +11,8 @@ within each), EXHAUSTIVE, float32 with TF32 on only (as the dataset mix measures
 id `dataset-recollect/ID`. Placed at `.carry/collect-ID/spec.json` it is what
 `bash datasets/collect.sh ID N SECONDS` runs (collect.sh draws a spec only when none is
 there), and `datasets/add_parts.py` files its parts as `<day>-recollect-ID-pFFF-LLL`. Never
-reuse an ID, as with seeds.
+reuse an ID, as with seeds. On a machine of several GPUs, `--part K/N` gives each GPU its own
+disjoint share under its own ID (`datasets/collect_gpus.sh N SECONDS dataset ID0 ID1 ...`).
 """
 from __future__ import annotations
 
@@ -67,19 +68,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", required=True, help="re-collect problems whose newest collector is older than this")
     ap.add_argument("--id", required=True, help="the re-collection's number (digits, never reused): shard id dataset-recollect/ID")
     ap.add_argument("--out", required=True, help="spec JSON to write")
-    ap.add_argument("--limit", type=int, default=0, help="at most this many problems (0: all)")
+    ap.add_argument("--part", default="0/1", metavar="K/N",
+                    help="only every N-th problem from the K-th (0-based): N disjoint specs, one per GPU "
+                         "(datasets/collect_gpus.sh with one ID each)")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many problems of the part (0: all)")
     a = ap.parse_args(argv)
     if not re.fullmatch(r"\d{1,20}", a.id):
         ap.error(f"--id {a.id!r}: digits only (it takes a seed's place in file names)")
     if a.limit < 0:
         ap.error("--limit must be >= 0")
+    m = re.fullmatch(r"(\d+)/(\d+)", a.part)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        ap.error(f"--part {a.part!r}: expected K/N with 0 <= K < N, e.g. 1/4")
+    k, n = int(m.group(1)), int(m.group(2))
     try:
         before = parse_version(a.before)
     except ValueError as e:
         ap.error(str(e))
     if not os.path.isdir(a.dataset):
         ap.error(f"--dataset {a.dataset}: not a folder")
-    probs = stale_problems(a.dataset, before)
+    probs = stale_problems(a.dataset, before)[k::n]
     if a.limit:
         probs = probs[:a.limit]
     if not probs:
@@ -91,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(spec, f, indent=1)
-    print(f"respec: {len(probs)} problems of {a.dataset} last measured before torch_diode.collect {a.before} -> {a.out}")
+    print(f"respec: {len(probs)} problems of {a.dataset} last measured before torch_diode.collect {a.before}"
+          f"{f' (part {k}/{n})' if n > 1 else ''} -> {a.out}")
     return 0
 
 
