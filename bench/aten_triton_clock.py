@@ -63,7 +63,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # collector_fidelity, cupti_tra
 from collector_fidelity import DECODE_M, load_problems, select_problems  # noqa: E402
 from cupti_trace import call_launches, kernel_sums  # noqa: E402  (per call, its GPU activities in launch order)
 from gpu_clock import CollectorClock  # noqa: E402  (the GPU side shared with pick_retime)
-from retime_run import FAKE, add_common_args, error_text, interleaved_medians, run_merge, run_problems  # noqa: E402  (the driver, likewise)
+from retime_run import FAKE, add_common_args, error_text, interleaved_medians, on_clock, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 
 ATEN, BIAS_ADDMM = "aten", "aten::bias_addmm"   # templates as the collector records them
@@ -329,13 +329,8 @@ def measure(clock, p, recs, a) -> dict:
     if row["triton_config"] is None:
         row["error"] = "no ok Triton record"
         return derive(row)
-    try:
-        fns = clock.setup(p, recs, best_triton(recs).config)
-    except Exception as e:  # e.g. the static-shape kernel fails to compile or launch
-        clock.teardown()
-        row["error"] = "setup: " + error_text(e)
-        return derive(row)
-    try:
+
+    def time_both(fns):
         aten, tri = fns["aten"], fns["triton"]
         row["aten_rel_err"], row["triton_rel_err"] = fns["aten_rel_err"], fns["triton_rel_err"]
         for side, us in interleaved_medians(clock, {"aten": aten, "triton": tri}, a.rounds, a.repeats).items():
@@ -351,11 +346,8 @@ def measure(clock, p, recs, a) -> dict:
                 row.update({f"{side}_{k}": v for k, v in prof.items()})  # aten_cupti_us, aten_kernels, ...
         except Exception as e:   # no CUPTI: the events figures stand alone (no CUPTI ratio, offset, flip)
             row["profile_error"] = error_text(e)
-    except Exception as e:   # a launch error while timing
-        row["error"] = error_text(e)
-    finally:
-        clock.teardown()
-    return derive(row)
+
+    return derive(on_clock(clock, row, lambda: clock.setup(p, recs, best_triton(recs).config), time_both))
 
 
 def main(argv=None) -> int:

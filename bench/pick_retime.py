@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats, collector_fidelity, predict_aten_margin
 
 from gpu_clock import MAX_REL_ERR, CollectorClock  # noqa: E402  (the GPU side shared with aten_triton_clock)
-from retime_run import FAKE, add_common_args, error_text, interleaved_medians, run_merge, run_problems  # noqa: E402  (the driver, likewise)
+from retime_run import FAKE, add_common_args, interleaved_medians, on_clock, run_merge, run_problems  # noqa: E402  (the driver, likewise)
 from stats import geomean, ratio  # noqa: E402  (one definition for every bench script)
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402  (re-timed as the static kernel at collection)
@@ -243,25 +243,17 @@ def measure(clock, p, recs, chosen: dict, a) -> dict:
     configs = {}
     for k in PICKS:
         configs.setdefault(launch_key(chosen[k].config), chosen[k].config)
-    try:
-        fns = clock.setup(p, recs, configs)
-    except Exception as e:  # e.g. a static-shape kernel fails to compile or launch
-        clock.teardown()
-        row["error"] = "setup: " + error_text(e)
-        return derive(row)
-    try:
+
+    def time_picks(fns):
         bad = {k: err for k, (_, err) in fns.items() if not err <= MAX_REL_ERR}
         if bad:
             row["error"] = f"wrong result: {bad}"
-            return derive(row)
+            return
         now = interleaved_medians(clock, {k: fn for k, (fn, _) in fns.items()}, a.rounds, a.repeats)
         for k in PICKS:
             row[k + "_now_us"] = now[launch_key(chosen[k].config)]
-    except Exception as e:  # a launch error while timing
-        row["error"] = error_text(e)
-    finally:
-        clock.teardown()
-    return derive(row)
+
+    return derive(on_clock(clock, row, lambda: clock.setup(p, recs, configs), time_picks))
 
 
 def main(argv=None) -> int:

@@ -38,6 +38,26 @@ def interleaved_medians(clock, launches: dict, rounds: int, repeats: int) -> dic
     return {k: median(v) for k, v in times.items()}
 
 
+def on_clock(clock, row: dict, setup: Callable[[], object], body: Callable[[object], None]) -> dict:
+    """Runs `setup()` (compile and check the launches), then `body(its result)` (time them),
+    and tears the clock down after either, however it ends. A failure does not end the run:
+    it becomes the row's "error" ("setup: ..." when setup raised, e.g. a static-shape kernel
+    that fails to compile or launch; the bare text for a launch error while timing)."""
+    try:
+        launches = setup()
+    except Exception as e:
+        clock.teardown()
+        row["error"] = "setup: " + error_text(e)
+        return row
+    try:
+        body(launches)
+    except Exception as e:
+        row["error"] = error_text(e)
+    finally:
+        clock.teardown()
+    return row
+
+
 def error_text(e: BaseException) -> str:
     """A row's error: the exception's type and the first line of its message, bounded."""
     first = str(e).splitlines()[0][:200] if str(e) else ""
