@@ -18,7 +18,6 @@ Every group after the first is also given as a ratio to the first, per GPU and p
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 
@@ -27,21 +26,20 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from stats import median, p90, ratio  # noqa: E402
-from torch_diode import wire  # noqa: E402
+from torch_diode.dataset import load_dataset  # noqa: E402
 
 
 def read_walls(path: str) -> tuple[int, list[float]]:
     """(problems, per-problem wall seconds) of one shard file; a shard without the
     seconds (wire version 1) is an error: its rate cannot be known."""
-    data = open(path, "rb").read()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    shard = wire.decode(data, expect="shard")
-    walls = list(shard.problem_wall_s)
-    if len(walls) != len(shard.problems):
-        raise SystemExit(f"{path}: {len(walls)} wall times for {len(shard.problems)} problems "
-                         "(wire version 1 or re-sealed without them): no rate")
-    return len(shard.problems), walls
+    problems, walls = 0, []
+    for shard in load_dataset(path).shards:  # gzip or not, bounded as every dataset reader is
+        if len(shard.problem_wall_s) != len(shard.problems):
+            raise SystemExit(f"{path}: {len(shard.problem_wall_s)} wall times for {len(shard.problems)} problems "
+                             "(wire version 1 or re-sealed without them): no rate")
+        problems += len(shard.problems)
+        walls += shard.problem_wall_s
+    return problems, walls
 
 
 def group_rate(label: str, gpus: int, files: list[str]) -> dict:

@@ -26,7 +26,8 @@ from .. import wire
 from ..dataset import load_dataset
 from .spec import parse_spec
 
-COLLECTOR = re.compile(r"^torch_diode\.collect (\d+)\.(\d+)\.(\d+)$")
+VERSION = r"(\d+)\.(\d+)\.(\d+)"  # MAJOR.MINOR.PATCH, in a shard's collector and in --before
+COLLECTOR = re.compile(rf"^torch_diode\.collect {VERSION}$")
 
 
 def version_of(collector: str) -> tuple[int, int, int] | None:
@@ -37,7 +38,7 @@ def version_of(collector: str) -> tuple[int, int, int] | None:
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", text)
+    m = re.fullmatch(VERSION, text)
     if not m:
         raise ValueError(f"--before {text!r}: expected MAJOR.MINOR.PATCH, e.g. 2.2.0")
     return tuple(int(x) for x in m.groups())
