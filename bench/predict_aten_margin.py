@@ -13,8 +13,9 @@ of everything measured (EXHAUSTIVE Triton and ATen), against cuBLAS alone, and h
 ATen is chosen. Use problems the model was not trained on (the model's dataset hash and
 problem count are printed), e.g. the trainer's test split: `--split-list LIST` keeps only the
 problems of a `diode validate --dataset DIR --list-split test --json > LIST` file (matched by
-shape, op, dtypes, layout and bias). Per op and dtype, margin 0 (predict mode as shipped) is
-printed next to cuBLAS alone, the question a release asks: would predict mode slow any op?
+shape, op, dtypes, layout and bias). Per op and dtype, the hook's default margin (`--margin`,
+default torch_diode.hook.ranking.DEFAULT_ATEN_MARGIN: predict mode as shipped) is printed next
+to cuBLAS alone, the question a release asks: would predict mode slow any op?
 
     build/cli/diode validate --dataset datasets/nvidia-h200-144gb --list-split test --json > test.json
     .venv/bin/python bench/predict_aten_margin.py --model MODEL --split-list test.json datasets/nvidia-h200-144gb
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats
 from stats import geomean, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.dataset import load_dataset  # noqa: E402
-from torch_diode.hook.ranking import Options, Ranker  # noqa: E402
+from torch_diode.hook.ranking import DEFAULT_ATEN_MARGIN, Options, Ranker  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
@@ -94,7 +95,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="model directory (model.json + weights)")
     ap.add_argument("--json", default="", help="write the table as JSON here")
-    ap.add_argument("--per-problem", action="store_true", help="list each problem at margin 0")
+    ap.add_argument("--per-problem", action="store_true", help="list each problem (at --margin)")
+    ap.add_argument("--margin", type=float, default=DEFAULT_ATEN_MARGIN, metavar="M",
+                    help="the margin of the per-op/dtype table and --per-problem (default: the hook's "
+                         f"aten_margin, {DEFAULT_ATEN_MARGIN})")
     ap.add_argument("--split-list", default="", metavar="LIST",
                     help="only the problems of this `diode validate --list-split SPLIT --json` file")
     ap.add_argument("--max-spread", type=float, default=0.0, metavar="F",
@@ -108,6 +112,8 @@ def main(argv=None) -> int:
     trained = model.info.meta.get("dataset", {})
     rows = []  # per problem: (problem, best, aten, [(triton score gap, triton time)], best-scored choice)
     keep = read_split_list(a.split_list) if a.split_list else None
+    if not (math.isfinite(a.margin) and a.margin >= 0):
+        raise SystemExit(f"--margin {a.margin}: must be a finite number >= 0")
     if not 0 <= a.max_spread <= 1000:
         raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
     for p, rs in problems_of(a.datasets, keep, a.max_spread):
@@ -147,17 +153,17 @@ def main(argv=None) -> int:
                       "regret_max": mx, "vs_cublas_geomean": gc, "vs_cublas_max": mxc, "aten_chosen": n_aten})
     g, p90, mx = stats([r["default_best"] / r["best"] for r in rows])
     print(f"| (best of DEFAULT list + ATen, measured) | {g:.3f} / {p90:.3f} / {mx:.3f} | | |")
-    # Per op and dtype at margin 0 (predict mode as the hook runs it) against cuBLAS alone.
+    # Per op and dtype at --margin (predict mode as the hook runs it) against cuBLAS alone.
     groups = collections.defaultdict(list)
     for r in rows:
         groups["op " + r["problem"].op].append(r)
         groups["dtype " + r["problem"].dtype_a].append(r)
     per_group = {}
-    print("\n| group (margin 0) | problems | predict regret geomean | cuBLAS alone regret geomean | predict / cuBLAS geomean, max |")
+    print(f"\n| group (margin {a.margin:g}) | problems | predict regret geomean | cuBLAS alone regret geomean | predict / cuBLAS geomean, max |")
     print("|---|---|---|---|---|")
     for name in sorted(groups):
         rs = groups[name]
-        pick = [r["triton"] if predict_picks_triton(r, 0.0) else r["aten"] for r in rs]
+        pick = [r["triton"] if predict_picks_triton(r, a.margin) else r["aten"] for r in rs]
         g_pred = stats([t / r["best"] for t, r in zip(pick, rs)])[0]
         g_cub = stats([r["aten"] / r["best"] for r in rs])[0]
         g_vs, _, mx_vs = stats([t / r["aten"] for t, r in zip(pick, rs)])
@@ -170,10 +176,12 @@ def main(argv=None) -> int:
             p = r["problem"]
             gap = f"{math.expm1(r['gap']):+.3f}" if r["inside"] else "(outside domain)"
             print(f"{p.op} {p.batch}x{p.m}x{p.n}x{p.k} {p.dtype_a} tb={int(p.trans_b)}: predicted gap "
-                  f"{gap}, triton/aten measured {r['triton'] / r['aten']:.3f}")
+                  f"{gap}, triton/aten measured {r['triton'] / r['aten']:.3f}, "
+                  f"predict picks {'triton' if predict_picks_triton(r, a.margin) else 'aten'}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"problems": len(rows), "model": a.model, "max_spread": a.max_spread, "table": table, "per_group": per_group}, f, indent=1)
+            json.dump({"problems": len(rows), "model": a.model, "max_spread": a.max_spread, "table": table,
+                       "group_margin": a.margin, "per_group": per_group}, f, indent=1)
     return 0
 
 

@@ -1,6 +1,9 @@
 """Predict mode (issue 20): the model's single best choice goes to Inductor, which then
 benchmarks nothing; every failure still takes Inductor's default path with a counted reason."""
 import dataclasses
+import math
+import os
+import sys
 
 import pytest
 
@@ -304,3 +307,47 @@ def test_model_without_domain_is_used_at_any_size(model):
     assert model.info.domain is None or model.info.in_domain(1, 1024, 2048, 4096)
     m = with_domain(model, n=(16, 16))
     assert not m.info.in_domain(1, 1024, 2048, 4096) and m.info.in_domain(1, 1024, 16, 4096)
+
+
+def predicted_gap(m, aten, triton):
+    """log(time_aten) - log(best Triton time) as the model predicts them (> 0: Triton faster)."""
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    cfgs = [extract.config_from_ktc(k) for k in triton] + [extract.aten_config(aten, problem)]
+    ref = ReferenceRanker(m).score(problem, cfgs)[0]
+    return float(ref[-1] - min(ref[:-1]))
+
+
+def test_aten_margin_keeps_atens_unless_triton_is_predicted_clearly_faster(model, real_configs):
+    # ATen predicted slower than the best Triton config
+    m = fake_model(model, **{"template__aten": 0.05, "log2_block_m": 1.0, "log2_block_n": 0.5})
+    aten, triton = make_choices(real_configs)
+    gap = predicted_gap(m, aten, triton)
+    assert gap > 0  # Triton predicted faster: margin 0 picks it
+    best = triton[predicted_order(m, triton)[0]]
+    for margin, expect in ((0.0, best), (math.expm1(gap) * 0.9, best), (math.expm1(gap) * 1.1, aten),
+                           (0.5 + math.expm1(gap), aten)):
+        state = HookState(Ranker(m), Options(mode="predict", aten_margin=margin), Stats())
+        out = finalize(choices_class()(state), {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+        assert out == [expect], margin
+        assert state.stats.snapshot()["predicted"] == {"aten" if expect is aten else "triton": 1}
+    # the replay of bench/predict_aten_margin.py decides by the same rule
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import predict_aten_margin as replay
+    assert replay.predict_picks_triton({"gap": gap}, math.expm1(gap) * 0.9)
+    assert not replay.predict_picks_triton({"gap": gap}, math.expm1(gap) * 1.1)
+
+
+def test_aten_margin_option_is_validated_and_in_the_cache_key():
+    assert Options().aten_margin == 0.05
+    assert Options(aten_margin=0.0).key() != Options().key()  # FX-graph cache key differs
+    for bad in (-0.01, float("nan"), float("inf"), "0.05", True, None):
+        with pytest.raises(ValueError, match="aten_margin"):
+            Options(aten_margin=bad)
+    before = torch_diode.get_options()
+    try:
+        assert torch_diode.set_options(aten_margin=0.1)["aten_margin"] == 0.1
+        with pytest.raises(ValueError):
+            torch_diode.set_options(aten_margin=-1)
+        assert torch_diode.get_options()["aten_margin"] == 0.1  # a refused value changes nothing
+    finally:
+        torch_diode.set_options(**before)

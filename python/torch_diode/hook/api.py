@@ -353,7 +353,9 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     Options: top_k, threshold, max_kept, search_space ("default"/"exhaustive", any case:
     "EXHAUSTIVE" as in manifests works too), fallback ("default"/"raise"), mode ("topk": the
     model's top-k configs are benchmarked by Inductor; "predict", the default: the model's
-    single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default).
+    single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default),
+    aten_margin (predict mode: a Triton config replaces ATen only when predicted faster by more
+    than this share; default 0.05).
     Without a
     usable model the handler is still installed and takes Inductor's default path on
     every GEMM, counting the reason (and warning once per cause why there is no model).
@@ -472,7 +474,7 @@ def auto_install() -> bool:
 # ---------------------------------------------------------------- options, stats, logging
 
 def set_options(**options: Any) -> dict[str, Any]:
-    """Changes top_k / threshold / max_kept / search_space / fallback / mode (validated); applies now."""
+    """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin (validated); applies now."""
     global _options
     with _lock:
         _options = replace(_options, **options)
@@ -485,7 +487,7 @@ def get_options() -> dict[str, Any]:
     o = _options
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode}
+            "mode": o.mode, "aten_margin": o.aten_margin}
 
 
 def get_prediction_stats() -> dict[str, Any]:

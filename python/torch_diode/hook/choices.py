@@ -20,6 +20,7 @@ space, unfiltered), logs the reason once, and counts it in get_prediction_stats(
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from typing import Any
@@ -179,7 +180,9 @@ class DiodeChoicesMixin:
 
         The op's own ATen kernel is scored with the Triton configs when the model's feature
         spec has the `aten` template (models trained on collector data do: the collector
-        times ATen as template `aten`); the lowest predicted time wins. A model without an
+        times ATen as template `aten`); the lowest predicted time wins, ATen's lowered by the
+        `aten_margin` option (a Triton config must be predicted faster by more than that share).
+        A model without an
         `aten` feature cannot compare ATen, so ATen and the top Triton config are handed
         over and Inductor benchmarks those two. Other choices (aten::bias_addmm,
         decompose_k, CUTLASS, ...) are not scored and not handed over. If the winner does
@@ -196,7 +199,13 @@ class DiodeChoicesMixin:
         rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
         rec.configs_in = len(rankable)
         rec.margin = ranking.margin
-        order = ranking.scores.argsort(kind="stable")[:PREDICT_TRIES].tolist()
+        decide = ranking.scores
+        if scores_aten and state.options.aten_margin > 0:
+            # ATen wins unless a Triton config is predicted faster by more than the margin
+            # (Options.aten_margin: cuBLAS is rarely far from the best, a wrong Triton pick can be)
+            decide = ranking.scores.copy()
+            decide[len(rankable)] -= math.log1p(state.options.aten_margin)
+        order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
         picked = None
         for i in order:
             ktc = own[0] if i == len(rankable) else rankable[i]

@@ -36,6 +36,15 @@ from ..wire import KernelConfig, Problem
 DEFAULT_TOP_K = 5
 DEFAULT_THRESHOLD = 0.05   # keep configs predicted within 5% of the best time
 DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, whatever the threshold
+# Predict mode hands over a Triton config instead of the op's ATen (cuBLAS) kernel only when
+# the model predicts it faster by more than this share: time_triton x (1 + margin) < time_aten.
+# cuBLAS is rarely far from the best, while a confidently wrong Triton pick can cost 1.3-1.5x.
+# 0.05 is the smallest margin of bench/predict_aten_margin.py's grid that keeps every
+# validation-split GEMM within 1.10x of cuBLAS for the shipped H100 model (version 5: worst
+# 1.288x -> 1.096x, geomean 0.911x -> 0.918x cuBLAS) and all five H200 candidates of
+# 2026-11-26 (worst 1.09-1.47x -> 1.05-1.07x, geomean cost 0.2-1.4%) (docs/training.md,
+# session 14). 0 is the plain lowest predicted time.
+DEFAULT_ATEN_MARGIN = 0.05
 CACHE_PROBLEMS = 4096
 SEARCH_SPACES = ("default", "exhaustive")
 # "topk": keep the top-k (+ threshold) Triton configs and every other choice; Inductor
@@ -74,6 +83,7 @@ class Options:
     prune_shared_mem: bool = True   # exhaustive only: let Inductor drop configs over the smem limit
     fallback: str = "default"       # "default" (Inductor's full list) | "raise" (debugging)
     mode: str = field(default_factory=env_mode)  # "topk" | "predict" (MODES)
+    aten_margin: float = DEFAULT_ATEN_MARGIN  # predict mode: Triton must be predicted this much faster than ATen
 
     def __post_init__(self):
         if not isinstance(self.top_k, int) or self.top_k < 1:
@@ -99,10 +109,14 @@ class Options:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         object.__setattr__(self, "mode", mode)
+        if (isinstance(self.aten_margin, bool) or not isinstance(self.aten_margin, (int, float))
+                or not math.isfinite(self.aten_margin) or self.aten_margin < 0):
+            raise ValueError(f"aten_margin must be a finite number >= 0 (0.05: Triton only when predicted "
+                             f"more than 5% faster than ATen), got {self.aten_margin!r}")
 
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
-                f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}")
+                f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}")
 
 
 def select(scores: list[float], opts: Options) -> list[int]:
