@@ -33,6 +33,7 @@
 #   --build DIR         C++ build directory with models/diode-train and cli/diode
 #                       (default $DIODE_BUILD_DIR, else ./build)
 #   --work DIR          trained models and logs (default ${TMPDIR:-/tmp}/diode-release)
+#   --shipped DIR       the package's bundle directory (default python/torch_diode/bundles)
 #   --hardware KEY      only this key (repeatable)
 #   --np N              MPI ranks (default 2)
 #   --epochs N          (default 150)   --seed N (default 1)
@@ -54,13 +55,14 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
 np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
-hardware=() tested=()
+hardware=() tested=() shipped=""
 while (($#)); do
   case $1 in
     --keys) keys=$2; shift 2 ;;
     --registry) registry=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
+    --shipped) shipped=$2; shift 2 ;;
     --hardware) hardware+=("$2"); shift 2 ;;
     --np) np=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
@@ -91,7 +93,7 @@ if ((${#hardware[@]} == 0)); then
 fi
 ((${#hardware[@]})) || die "no datasets/<hardware>/ with shards"
 
-shipped="$repo/python/torch_diode/bundles" results="$repo/python/release/validate"
+shipped="${shipped:-$repo/python/torch_diode/bundles}" results="$repo/python/release/validate"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
 failed=() done_=() kept=()
@@ -134,7 +136,9 @@ for hw in "${hardware[@]}"; do
     failed+=("$hw (train)"); continue
   fi
   # The shipped model of this hardware (newest version directory), if any: the gate's reference.
-  prev=$(find "$shipped/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null | sort -V | tail -1)
+  # None for a hardware the package does not ship yet (its first release has no gate): find's
+  # failure on the missing directory must not end the script under `set -e -o pipefail`.
+  prev=$({ find "$shipped/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null || true; } | sort -V | tail -1)
   if ((dry)); then
     run "$diode" validate --model "$w/model" --dataset "$data" --json
     if ((gate)) && [ -n "$prev" ]; then run "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate; fi

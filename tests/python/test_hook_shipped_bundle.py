@@ -315,3 +315,21 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
         assert r.returncode == 2 and "inside the repository" in r.stderr, r.stderr
     finally:
         shutil.rmtree(inside, ignore_errors=True)
+
+
+def test_release_script_first_release_of_a_hardware_has_no_gate(tmp_path):
+    """A hardware the package does not ship yet (its first model) is validated and published
+    without a gate; the missing bundle directory must not end the script (it did, silently,
+    under `set -e -o pipefail` on the first H200 release)."""
+    if not DIODE.exists() or not (BUILD / "models" / "diode-train").exists():
+        pytest.skip("needs the C++ build with the trainer (diode, diode-train)")
+    keys = tmp_path / "keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
+                   check=True, capture_output=True, text=True)
+    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                        "--build", str(BUILD), "--work", str(tmp_path / "work"), "--hardware", H100,
+                        "--shipped", str(tmp_path / "none-shipped"), "--seeds", "1,2", "--dry-run"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "diode validate --model" in r.stderr and "--gate" not in r.stderr, r.stderr
+    assert not (tmp_path / "reg" / H100).exists()
