@@ -48,11 +48,12 @@ def shipped_versions():
     return out
 
 
-def test_package_ships_h100_bundle_and_root_key():
+def test_package_ships_h100_and_h200_bundles_and_root_key():
     assert (SHIPPED / "root.pub").is_file()
     assert len((SHIPPED / "root.pub").read_text().strip()) == 64
     v = shipped_versions()
-    assert H100 in v and len(v[H100]) == 1, v  # only the newest version ships
+    for hw in (H100, "nvidia-h200-144gb"):
+        assert hw in v and len(v[hw]) == 1, v  # only the newest version ships
     for hw, dirs in v.items():
         assert len(dirs) == 1, (hw, dirs)
         names = sorted(os.listdir(dirs[0]))
@@ -92,12 +93,14 @@ def _probe(env):
     return json.loads(line[len("RESULT "):]), r.stderr
 
 
-def test_import_with_only_the_hardware_key_uses_the_shipped_h100_model(tmp_path):
-    """The acceptance criterion: DIODE_HARDWARE_KEY=nvidia-h100-80gb, nothing else."""
-    (bundle,) = shipped_versions()[H100]
-    res, err = _probe(_clean_env(tmp_path, DIODE_HARDWARE_KEY=H100))
+@pytest.mark.parametrize("hw", sorted(shipped_versions()) if SHIPPED.is_dir() else [])
+def test_import_with_only_the_hardware_key_uses_the_shipped_model(tmp_path, hw):
+    """The acceptance criterion: DIODE_HARDWARE_KEY=nvidia-h100-80gb (or any shipped key,
+    nvidia-h200-144gb since its version 1), nothing else."""
+    (bundle,) = shipped_versions()[hw]
+    res, err = _probe(_clean_env(tmp_path, DIODE_HARDWARE_KEY=hw))
     assert res["at_import"] is True and res["install"] is True, (res, err)
-    assert res["source"] == "package" and res["hardware_key"] == H100 and res["version"] == int(bundle.name)
+    assert res["source"] == "package" and res["hardware_key"] == hw and res["version"] == int(bundle.name)
     assert os.path.realpath(res["model"]) == os.path.realpath(bundle)
     assert res["failures"] == {}
     assert "WARNING" not in err and "torch_diode:" not in err, err  # no configuration, no complaint
