@@ -91,6 +91,41 @@ def stats(xs):
     return geomean(xs), p90(xs), max(xs)
 
 
+def replay_rows(model, datasets, keep=None, max_spread: float = 0.0) -> list[dict]:
+    """Per problem (problems_of): the best time, ATen's, the best-scored DEFAULT Triton config's,
+    and `gap`, ATen's predicted log time minus that config's (-inf outside the model's training
+    sizes, where the hook hands over ATen: model.json dataset.domain)."""
+    ranker = Ranker(model)
+    rows = []
+    for p, rs in problems_of(datasets, keep, max_spread):
+        cands = [r for r in rs if r.config.is_triton and r.flags & DEFAULT_FLAG]
+        aten = next(r for r in rs if r.config.template == "aten")
+        offered = cands + [aten]
+        scores = ranker.rank(p, [r.config for r in offered], Options()).scores
+        t = min(range(len(cands)), key=lambda j: scores[j])
+        inside = model.info.in_domain(p.batch, p.m, p.n, p.k)
+        rows.append({"problem": p, "best": min(r.median_us for r in rs), "aten": aten.median_us,
+                     "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]) if inside else -math.inf,
+                     "inside": inside, "default_best": min(r.median_us for r in offered)})
+    return rows
+
+
+def margin_row(rows: list[dict], margin: float) -> dict:
+    """Predict mode at one margin over replay_rows(): regret against the best of everything
+    measured and time against cuBLAS alone (geomean, p90, max), and how often ATen is chosen."""
+    reg, vs_cublas, n_aten = [], [], 0
+    for r in rows:
+        use_triton = predict_picks_triton(r, margin)
+        t = r["triton"] if use_triton else r["aten"]
+        n_aten += not use_triton
+        reg.append(t / r["best"])
+        vs_cublas.append(t / r["aten"])
+    g, p90_, mx = stats(reg)
+    gc, _, mxc = stats(vs_cublas)
+    return {"margin": None if margin == math.inf else margin, "regret_geomean": g, "regret_p90": p90_,
+            "regret_max": mx, "vs_cublas_geomean": gc, "vs_cublas_max": mxc, "aten_chosen": n_aten}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="model directory (model.json + weights)")
@@ -108,25 +143,13 @@ def main(argv=None) -> int:
     ap.add_argument("datasets", nargs="+", help="dataset files or directories")
     a = ap.parse_args(argv)
     model = load_model_dir(a.model)
-    ranker = Ranker(model)
     trained = model.info.meta.get("dataset", {})
-    rows = []  # per problem: (problem, best, aten, [(triton score gap, triton time)], best-scored choice)
     keep = read_split_list(a.split_list) if a.split_list else None
     if not (math.isfinite(a.margin) and a.margin >= 0):
         raise SystemExit(f"--margin {a.margin}: must be a finite number >= 0")
     if not 0 <= a.max_spread <= 1000:
         raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
-    for p, rs in problems_of(a.datasets, keep, a.max_spread):
-        cands = [r for r in rs if r.config.is_triton and r.flags & DEFAULT_FLAG]
-        aten = next(r for r in rs if r.config.template == "aten")
-        offered = cands + [aten]
-        scores = ranker.rank(p, [r.config for r in offered], Options()).scores
-        t = min(range(len(cands)), key=lambda j: scores[j])
-        # outside the model's training sizes the hook hands over ATen (model.json dataset.domain)
-        inside = model.info.in_domain(p.batch, p.m, p.n, p.k)
-        rows.append({"problem": p, "best": min(r.median_us for r in rs), "aten": aten.median_us,
-                     "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]) if inside else -math.inf,
-                     "inside": inside, "default_best": min(r.median_us for r in offered)})
+    rows = replay_rows(model, a.datasets, keep, a.max_spread)
     if not rows:
         print("no problem with an aten record and DEFAULT-flagged configs")
         return 1
@@ -138,19 +161,11 @@ def main(argv=None) -> int:
     print("| margin | regret vs best: geomean / p90 / max | vs cuBLAS: geomean / max | ATen chosen |")
     print("|---|---|---|---|")
     for m in MARGINS + (math.inf,):
-        reg, vs_cublas, n_aten = [], [], 0
-        for r in rows:
-            use_triton = predict_picks_triton(r, m)
-            t = r["triton"] if use_triton else r["aten"]
-            n_aten += not use_triton
-            reg.append(t / r["best"])
-            vs_cublas.append(t / r["aten"])
-        g, p90, mx = stats(reg)
-        gc, _, mxc = stats(vs_cublas)
+        row = margin_row(rows, m)
         label = "cuBLAS only" if m == math.inf else f"{m:.2f}"
-        print(f"| {label} | {g:.3f} / {p90:.3f} / {mx:.3f} | {gc:.3f} / {mxc:.3f} | {n_aten}/{len(rows)} |")
-        table.append({"margin": None if m == math.inf else m, "regret_geomean": g, "regret_p90": p90,
-                      "regret_max": mx, "vs_cublas_geomean": gc, "vs_cublas_max": mxc, "aten_chosen": n_aten})
+        print(f"| {label} | {row['regret_geomean']:.3f} / {row['regret_p90']:.3f} / {row['regret_max']:.3f} | "
+              f"{row['vs_cublas_geomean']:.3f} / {row['vs_cublas_max']:.3f} | {row['aten_chosen']}/{len(rows)} |")
+        table.append(row)
     g, p90, mx = stats([r["default_best"] / r["best"] for r in rows])
     print(f"| (best of DEFAULT list + ATen, measured) | {g:.3f} / {p90:.3f} / {mx:.3f} | | |")
     # Per op and dtype at --margin (predict mode as the hook runs it) against cuBLAS alone.

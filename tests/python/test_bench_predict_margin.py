@@ -91,3 +91,49 @@ def test_max_spread_leaves_out_disturbed_records_as_validate_does(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
                           "--max-spread", "-1", *data], capture_output=True, text=True)
     assert bad.returncode != 0 and "--max-spread" in bad.stderr
+
+
+def test_aten_margin_choice_takes_the_smallest_margin_within_the_bound(tmp_path):
+    """bench/aten_margin_choice.py: the same replay per case as predict_aten_margin.py (one
+    definition), side by side, and the smallest margin of the grid whose worst GEMM is within
+    --bound x cuBLAS in every case."""
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import dataclasses
+    import aten_margin_choice as amc
+    import predict_aten_margin as pam
+    from torch_diode.model import load_model_dir
+    shipped = ROOT / "python/torch_diode/bundles"
+    h100 = max((shipped / "nvidia-h100-80gb").iterdir(), key=lambda p: int(p.name))
+    data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
+    every = [p for p, _ in pam.problems_of([str(data)])]
+    lists = {}
+    for name, probs in (("all", every), ("odd", every[1::2])):
+        lists[name] = tmp_path / f"{name}.json"
+        lists[name].write_text(json.dumps([dict(dataclasses.asdict(p), configs=[], us=[], problem="0" * 16)
+                                           for p in probs]))
+    out = tmp_path / "choice.json"
+    cmd = [sys.executable, str(ROOT / "bench/aten_margin_choice.py"), "--json", str(out),
+           "--case", "all", str(h100), str(data), str(lists["all"]),
+           "--case", "odd", str(h100), str(data), str(lists["odd"])]
+    r = subprocess.run(cmd + ["--bound", "1.5"], capture_output=True, text=True)
+    t = json.loads(out.read_text())
+    # the tables are predict_aten_margin's rows, recomputed here
+    rows = pam.replay_rows(load_model_dir(str(h100)), [str(data)], pam.read_split_list(str(lists["odd"])), 0.5)
+    assert t["tables"]["odd"] == [pam.margin_row(rows, m) for m in pam.MARGINS]
+    assert t["problems"] == {"all": len(every), "odd": len(rows)}
+    # the choice: smallest grid margin with every case's worst within the bound
+    expect = next((m for i, m in enumerate(pam.MARGINS)
+                   if all(tab[i]["vs_cublas_max"] <= 1.5 for tab in t["tables"].values())), None)
+    assert t["chosen"] == expect == amc.choose(t["tables"], 1.5)
+    assert (r.returncode == 0) == (expect is not None), r.stdout + r.stderr
+    # a bound no margin meets below 0.5 on these problems: exit 1 and no choice, said so
+    worst_at_largest = max(tab[-1]["vs_cublas_max"] for tab in t["tables"].values())
+    if worst_at_largest > 1.0:
+        r = subprocess.run(cmd + ["--bound", "1.0"], capture_output=True, text=True)
+        assert r.returncode == 1 and "no margin of the grid" in r.stdout
+        assert json.loads(out.read_text())["chosen"] is None
+    bad = subprocess.run(cmd[:4] + ["--case", "all", str(h100), str(data), str(lists["odd"]),
+                                    "--case", "all", str(h100), str(data), str(lists["all"])],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "labels must differ" in bad.stderr
