@@ -32,11 +32,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 from torch_diode import wire  # noqa: E402
+from torch_diode.collect.committed import committed_ranges  # noqa: E402  (the one reading of committed names)
 from torch_diode.hardware import hardware_key  # noqa: E402
 
 PART_NAME = re.compile(r"^part-(\d+)\.msgpack$")
 SHARD_ID = re.compile(r"^dataset-(mix2?|recollect)/(\d+)$")
-COMMITTED = re.compile(r"-(\d+)-p(\d+)-(\d+)\.msgpack\.gz$")
 
 
 class PartError(ValueError):
@@ -68,16 +68,6 @@ def plan(path: str) -> dict:
             "name": f"{day.isoformat()}-{mix}-{seed}-p{first:03d}-{last:03d}.msgpack.gz",
             "problems": len(shard.problems), "records": len(shard.records),
             "recorded_s": sum(shard.problem_wall_s), "collector": shard.method.collector}
-
-
-def committed_ranges(folder: str, seed: str) -> list[tuple[int, int, str]]:
-    out = []
-    if os.path.isdir(folder):
-        for f in os.listdir(folder):
-            m = COMMITTED.search(f)
-            if m and m.group(1) == seed:
-                out.append((int(m.group(2)), int(m.group(3)), f))
-    return out
 
 
 def check(plans: list[dict], datasets: str) -> None:

@@ -22,19 +22,7 @@ spec=$D/spec.json
 # Resume after the last problem collected: in this machine's parts (.carry survives while
 # it stays warm) or in the files committed under datasets/ (named ...-SEED-pFIRST-LAST),
 # so a fresh machine does not collect a committed problem again.
-first=$(python - "$D" "$seed" <<'PY'
-import glob, json, re, sys
-done = 0
-for f in sorted(glob.glob(sys.argv[1] + "/part-*.msgpack.stats.json")):
-    idx = [p["index"] for p in json.load(open(f))["problems"]]
-    done = max([done] + [i + 1 for i in idx])
-for f in glob.glob("datasets/*/*-" + sys.argv[2] + "-p*.msgpack.gz"):
-    m = re.search(r"-" + sys.argv[2] + r"-p(\d+)-(\d+)\.msgpack\.gz$", f)
-    if m:
-        done = max(done, int(m.group(2)) + 1)
-print(done)
-PY
-)
+first=$(python -m torch_diode.collect.committed resume "$D" "$seed")
 echo "seed $seed: problems $first.. of $n for $secs s on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 if [ "$first" -ge "$n" ]; then echo "all $n problems collected"; exit 0; fi
 part=$D/part-$(printf %03d "$first").msgpack

@@ -209,3 +209,17 @@ def test_a_spec_placed_before_the_run_is_the_one_collected(tmp_path):
     log, _ = p.communicate(timeout=120)
     assert p.returncode == 0, log
     assert json.loads((out / "2026990001" / "spec.json").read_text()) == placed
+
+
+def test_resume_skips_problems_committed_under_datasets(tmp_path):
+    """A fresh machine (no parts in .carry) starts after the last problem of the seed's
+    committed files, read as add_parts.py names them (torch_diode.collect.committed)."""
+    work, out, env = _setup(tmp_path)
+    hw = work / "datasets" / "nvidia-h100-80gb"
+    hw.mkdir()
+    (hw / "2026-11-26-mix2-2026990001-p000-001.msgpack.gz").write_bytes(b"")
+    (hw / "2026-11-26-mix2-2026990002-p000-002.msgpack.gz").write_bytes(b"")  # another seed: ignored
+    p = _run(work, env)
+    log, _ = p.communicate(timeout=120)
+    assert "problems 2.. of 3" in log, log
+    assert "stub collector: first 2" in (out / "2026990001" / "log-2.txt").read_text()
