@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
+import functools
 import json
 import math
+import operator
 import os
 import sys
 
@@ -38,6 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats
 
 from stats import geomean, p90  # noqa: E402  (one definition for every bench script, as `diode validate`)
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
+from torch_diode.collect.respec import version_of  # noqa: E402  (a shard's collector version)
 from torch_diode.dataset import load_dataset  # noqa: E402
 from torch_diode.hook.ranking import DEFAULT_ATEN_MARGIN, Options, Ranker  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
@@ -69,15 +73,35 @@ def disturbed(r, max_spread: float) -> bool:
 def problems_of(paths, keep=None, max_spread: float = 0.0):
     """(problem, ok records of it) for every problem with an `aten` record and a DEFAULT Triton config
     (only those whose problem_key is in `keep`, when given; without the disturbed records when
-    max_spread > 0, so a pick or a best never rests on one)."""
+    max_spread > 0, so a pick or a best never rests on one).
+
+    A problem in several shards is one problem, grouped as `diode validate` and the trainer
+    group it (models/src/problem_set.h, group_by_problem): only the shards of the newest
+    torch_diode.collect version that measured it count, and a config timed in several of them
+    takes the geometric mean of its ok medians (its DEFAULT flag if any shard set it)."""
+    found: dict[tuple, list] = {}   # problem key -> [(collector version, problem, records)]
     for path in paths:
         for shard in load_dataset(path).shards:
+            version = version_of(shard.method.collector) or (0, 0, 0)
             for p, recs in shard.records_by_problem():
-                if keep is not None and problem_key(p) not in keep:
-                    continue
-                rs = [r for r in recs if r.status == "ok" and r.median_us > 0 and not disturbed(r, max_spread)]
-                if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
-                    yield p, rs
+                key = problem_key(p)
+                if keep is None or key in keep:
+                    found.setdefault(key, []).append((version, p, recs))
+    for key, seen in found.items():
+        newest = max(v for v, _, _ in seen)
+        by_config: dict = {}
+        for v, _, recs in seen:
+            if v != newest:
+                continue
+            for r in recs:
+                if r.status == "ok" and r.median_us > 0 and not disturbed(r, max_spread):
+                    by_config.setdefault(r.config, []).append(r)
+        rs = [rs_[0] if len(rs_) == 1 else dataclasses.replace(
+                  rs_[0], median_us=math.exp(sum(math.log(r.median_us) for r in rs_) / len(rs_)),
+                  flags=functools.reduce(operator.or_, (r.flags for r in rs_)))
+              for rs_ in by_config.values()]
+        if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
+            yield seen[0][1], rs
 
 
 def predict_picks_triton(row: dict, margin: float) -> bool:

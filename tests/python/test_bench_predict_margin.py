@@ -137,3 +137,40 @@ def test_aten_margin_choice_takes_the_smallest_margin_within_the_bound(tmp_path)
                                     "--case", "all", str(h100), str(data), str(lists["all"])],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "labels must differ" in bad.stderr
+
+
+def test_a_problem_in_two_shards_is_one_problem_grouped_as_diode_validate_does(tmp_path):
+    """problems_of() groups a problem held by two shards as models/src/problem_set.h does: the
+    newest collector's shards only, a config's repeated ok medians by geometric mean."""
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import dataclasses
+    import math
+    import predict_aten_margin as pam
+    from torch_diode import wire
+    from torch_diode.dataset import load_dataset
+    src = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
+    shard = load_dataset(str(src)).shards[0]
+    p0, recs0 = next(iter(shard.records_by_problem()))
+    one = dataclasses.replace(shard, problems=[p0], records=[dataclasses.replace(r, problem_index=0) for r in recs0],
+                              problem_wall_s=shard.problem_wall_s[:1])
+
+    def write(name, s):
+        (tmp_path / name).write_bytes(wire.encode(wire.seal(s)))
+        return str(tmp_path / name)
+
+    slower = dataclasses.replace(one, id=one.id + "-again", records=[dataclasses.replace(r, median_us=r.median_us * 4)
+                                                                     for r in one.records])
+    a, b = write("a.msgpack", one), write("b.msgpack", slower)
+    (only,) = list(pam.problems_of([a]))
+    (both,) = list(pam.problems_of([a, b]))
+    assert pam.problem_key(both[0]) == pam.problem_key(only[0])
+    assert [r.config for r in both[1]] == [r.config for r in only[1]]
+    for x, y in zip(only[1], both[1]):
+        assert math.isclose(y.median_us, x.median_us * 2, rel_tol=1e-9)   # sqrt(1 x 4)
+    # a newer collector's shard replaces the older one's records
+    newer_method = dataclasses.replace(slower.method, collector="torch_diode.collect 9.0.0")
+    c = write("c.msgpack", dataclasses.replace(slower, id=one.id + "-newer", method=newer_method))
+    (newest,) = list(pam.problems_of([a, c]))
+    for x, y in zip(only[1], newest[1]):
+        assert math.isclose(y.median_us, x.median_us * 4, rel_tol=1e-9)
