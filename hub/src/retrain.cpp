@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <stdexcept>
 
 #include "diode/bundle/keystore.h"
 #include "diode/bundle/registry.h"
@@ -19,6 +20,37 @@
 namespace fs = std::filesystem;
 
 namespace diode::hub {
+
+std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std::vector<std::string>& values) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& v : values) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument("--trainer-args-for '" + v + "': expected HARDWARE_KEY=ARGS, e.g. "
+                                  "nvidia-h200-144gb='--keep-aten'");
+    const std::string key = v.substr(0, eq);
+    if (!is_valid_hardware_key(key))
+      throw std::invalid_argument("--trainer-args-for '" + v + "': '" + key + "' is not a hardware key");
+    auto args = split_words(v.substr(eq + 1));
+    if (args.empty()) throw std::invalid_argument("--trainer-args-for '" + v + "': no arguments after '='");
+    if (!out.emplace(key, std::move(args)).second)
+      throw std::invalid_argument("--trainer-args-for: " + key + " is given twice");
+  }
+  return out;
+}
+
+std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
+                                          const std::string& out) {
+  std::vector<std::string> argv{o.mpirun};
+  argv.insert(argv.end(), o.mpirun_args.begin(), o.mpirun_args.end());
+  for (std::string a : {std::string("-np"), std::to_string(o.np), o.trainer, std::string("--hardware"), hw,
+                        std::string("--data"), data, std::string("--out"), out})
+    argv.push_back(std::move(a));
+  argv.insert(argv.end(), o.trainer_args.begin(), o.trainer_args.end());
+  if (const auto it = o.trainer_args_for.find(hw); it != o.trainer_args_for.end())
+    argv.insert(argv.end(), it->second.begin(), it->second.end());
+  return argv;
+}
 
 namespace {
 
@@ -213,12 +245,7 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     }
 
     ProcessOptions po;
-    po.argv.push_back(o_.mpirun);
-    po.argv.insert(po.argv.end(), o_.mpirun_args.begin(), o_.mpirun_args.end());
-    for (std::string a : {std::string("-np"), std::to_string(o_.np), o_.trainer, std::string("--hardware"), hw,
-                          std::string("--data"), data, std::string("--out"), out})
-      po.argv.push_back(std::move(a));
-    po.argv.insert(po.argv.end(), o_.trainer_args.begin(), o_.trainer_args.end());
+    po.argv = training_command(o_, hw, data, out);
     // Open MPI refuses to run as root unless told (containers often are root).
     if (::geteuid() == 0)
       for (const char* e : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})

@@ -40,12 +40,26 @@ struct RetrainOptions {
   unsigned np = 2;
   std::string trainer;    // diode-train
   std::vector<std::string> trainer_args;
+  // Per hardware key, diode-train arguments after trainer_args (so they can override it):
+  // a recipe chosen for one hardware by validation, e.g. the H200's --keep-aten
+  // (docs/training.md, session 14). From --trainer-args-for KEY=ARGS.
+  std::map<std::string, std::vector<std::string>> trainer_args_for;
   std::string signing_keys;  // key directory with the targets keys (`diode keys`)
   std::chrono::milliseconds check_interval{60'000};
   std::chrono::milliseconds timeout{2 * 3600 * 1000};
   std::chrono::milliseconds kill_grace{10'000};
   int expires_days = 180;  // of the published bundle and index
 };
+
+// Parses --trainer-args-for values, each "HARDWARE_KEY=ARGS" (ARGS split at whitespace,
+// as --trainer-args). Throws std::invalid_argument naming the value for a missing '=',
+// an invalid hardware key, empty ARGS or a key given twice.
+std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std::vector<std::string>& values);
+
+// The training command of hardware `hw`: mpirun [mpirun_args] -np N trainer --hardware hw
+// --data data --out out [trainer_args] [trainer_args_for[hw]].
+std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
+                                          const std::string& out);
 
 // True when this hub was built with the model library (DIODE_WITH_TORCH=ON),
 // which the publish gate needs.

@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <ctime>
@@ -262,6 +263,34 @@ TEST(RetrainProcess, TimeoutKillsTheWholeGroup) {
 
 // ---------------------------------------------------------------- the hub
 
+TEST(RetrainCommand, PerHardwareTrainerArgsFollowTheCommonOnes) {
+  using diode::hub::parse_trainer_args_for;
+  diode::hub::RetrainOptions o;
+  o.mpirun = "mpirun";
+  o.mpirun_args = {"--bind-to", "none"};
+  o.np = 2;
+  o.trainer = "/opt/diode-train";
+  o.trainer_args = {"--epochs", "150"};
+  o.trainer_args_for = parse_trainer_args_for({"nvidia-h200-144gb=--keep-aten  --epochs 200"});
+  const std::vector<std::string> base{"mpirun", "--bind-to", "none", "-np", "2", "/opt/diode-train", "--hardware"};
+  auto h200 = diode::hub::training_command(o, "nvidia-h200-144gb", "d.msgpack", "out");
+  auto expect = base;
+  for (const char* a : {"nvidia-h200-144gb", "--data", "d.msgpack", "--out", "out", "--epochs", "150", "--keep-aten",
+                        "--epochs", "200"})
+    expect.emplace_back(a);
+  EXPECT_EQ(h200, expect);  // the later --epochs wins in CLI11: the per-hardware value overrides
+  auto h100 = diode::hub::training_command(o, "nvidia-h100-80gb", "d.msgpack", "out");
+  EXPECT_EQ(h100.back(), "150");
+  EXPECT_EQ(std::count(h100.begin(), h100.end(), "--keep-aten"), 0);
+
+  for (const char* bad : {"nvidia-h200-144gb", "Not A Key=--keep-aten", "nvidia-h200-144gb=", "nvidia-h200-144gb=   ",
+                          "=--keep-aten"})
+    EXPECT_THROW(parse_trainer_args_for({bad}), std::invalid_argument) << bad;
+  EXPECT_THROW(parse_trainer_args_for({"nvidia-h200-144gb=--keep-aten", "nvidia-h200-144gb=--seed 2"}),
+               std::invalid_argument);
+  EXPECT_TRUE(parse_trainer_args_for({}).empty());
+}
+
 TEST(RetrainHub, BadFlagsAreRefused) {
   TempDir t("flags");
   auto keys = tk::make_keys(t.path, 1);
@@ -288,6 +317,20 @@ TEST(RetrainHub, BadFlagsAreRefused) {
   EXPECT_FALSE(start({"--retrain-fraction", "0.25", "--trainer", "/bin/true", "--signing-keys", t.path + "/none"}));
   EXPECT_FALSE(start({"--retrain-fraction", "0.25", "--trainer", "/nonexistent", "--signing-keys", t.path}));
   EXPECT_FALSE(start({"--retrain-fraction", "0.25", "--mpirun", "/nonexistent/mpirun", "--trainer", "/bin/true"}));
+  if (diode::hub::retrain_supported()) {
+    // A bad --trainer-args-for is refused at start, where the same flags with a good one start.
+    diode::bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
+    const std::vector<std::string> on{"--retrain-fraction", "0.25", "--trainer", "/bin/true", "--signing-keys",
+                                      t.path + "/signing", "--trainer-args-for"};
+    auto with = [&](const char* v) {
+      auto a = on;
+      a.emplace_back(v);
+      return a;
+    };
+    EXPECT_TRUE(start(with("nvidia-h200-144gb=--keep-aten")));
+    EXPECT_FALSE(start(with("no key here")));
+    EXPECT_FALSE(start(with("nvidia-h200-144gb=")));
+  }
   // Off (the default) ignores the other retrain flags.
   EXPECT_TRUE(start({"--retrain-np", "3"}));
 }
