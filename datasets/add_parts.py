@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 from torch_diode import wire  # noqa: E402
-from torch_diode.collect.committed import committed_ranges  # noqa: E402  (the one reading of committed names)
+from torch_diode.collect.committed import committed_name, committed_ranges  # noqa: E402  (the one definition of committed names)
 from torch_diode.hardware import hardware_key  # noqa: E402
 
 PART_NAME = re.compile(r"^part-(\d+)\.msgpack$")
@@ -65,7 +65,7 @@ def plan(path: str) -> dict:
     day = datetime.datetime.fromtimestamp(shard.created_ms / 1000, datetime.timezone.utc).date()
     key = hardware_key(shard.hardware)
     return {"path": path, "key": key, "seed": seed, "first": first, "last": last,
-            "name": f"{day.isoformat()}-{mix}-{seed}-p{first:03d}-{last:03d}.msgpack.gz",
+            "name": committed_name(day.isoformat(), mix, seed, first, last),
             "problems": len(shard.problems), "records": len(shard.records),
             "recorded_s": sum(shard.problem_wall_s), "collector": shard.method.collector}
 

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from torch_diode.collect.committed import committed_ranges, resume_index
+from torch_diode.collect.committed import COMMITTED, committed_name, committed_ranges, resume_index
 
 
 def test_ranges_and_resume_from_committed_files_and_parts(tmp_path):
@@ -33,3 +33,9 @@ def test_ranges_and_resume_from_committed_files_and_parts(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "torch_diode.collect.committed", "resume", str(carry), "7x"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "expected digits" in bad.stderr
+
+
+def test_the_name_written_is_the_name_read():
+    name = committed_name("2026-11-26", "mix2", "2026112523", 68, 120)
+    assert name == "2026-11-26-mix2-2026112523-p068-120.msgpack.gz"
+    assert COMMITTED.search(name).groups() == ("2026112523", "068", "120")

@@ -1,7 +1,7 @@
 """Which problems of a seed are already collected: the one reading of committed file names.
 
 A device call's parts are filed under datasets/<hardware key>/ as
-`<day>-<mix>-<SEED>-pFFF-LLL.msgpack.gz` (datasets/add_parts.py), FFF and LLL the first and
+`<day>-<mix>-<SEED>-pFFF-LLL.msgpack.gz` (committed_name; datasets/add_parts.py writes them), FFF and LLL the first and
 last problem index of the seed's sample the file holds. Two tools read those names:
 datasets/collect.sh, to resume a seed after its last collected problem, and add_parts.py,
 to refuse a part that overlaps a committed file. Both go through this module.
@@ -22,6 +22,11 @@ import re
 import sys
 
 COMMITTED = re.compile(r"-(\d+)-p(\d+)-(\d+)\.msgpack\.gz$")
+
+
+def committed_name(day: str, mix: str, seed: str, first: int, last: int) -> str:
+    """The name a part is committed under (COMMITTED reads it back): DAY-MIX-SEED-pFFF-LLL.msgpack.gz."""
+    return f"{day}-{mix}-{seed}-p{first:03d}-{last:03d}.msgpack.gz"
 
 
 def committed_ranges(folder: str, seed: str) -> list[tuple[int, int, str]]:
