@@ -110,6 +110,11 @@ def predict_picks_triton(row: dict, margin: float) -> bool:
     return margin != math.inf and row["gap"] > math.log1p(margin)
 
 
+def predict_time(row: dict, margin: float) -> float:
+    """The measured time of predict mode's choice at `margin`: its Triton config's or ATen's."""
+    return row["triton"] if predict_picks_triton(row, margin) else row["aten"]
+
+
 def stats(xs):
     """(geomean, p90, max) of the regrets, as `diode validate` defines them (bench/stats.py)."""
     return geomean(xs), p90(xs), max(xs)
@@ -139,9 +144,8 @@ def margin_row(rows: list[dict], margin: float) -> dict:
     measured and time against cuBLAS alone (geomean, p90, max), and how often ATen is chosen."""
     reg, vs_cublas, n_aten = [], [], 0
     for r in rows:
-        use_triton = predict_picks_triton(r, margin)
-        t = r["triton"] if use_triton else r["aten"]
-        n_aten += not use_triton
+        t = predict_time(r, margin)
+        n_aten += not predict_picks_triton(r, margin)
         reg.append(t / r["best"])
         vs_cublas.append(t / r["aten"])
     g, p90_, mx = stats(reg)
@@ -202,7 +206,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|")
     for name in sorted(groups):
         rs = groups[name]
-        pick = [r["triton"] if predict_picks_triton(r, a.margin) else r["aten"] for r in rs]
+        pick = [predict_time(r, a.margin) for r in rs]
         g_pred = stats([t / r["best"] for t, r in zip(pick, rs)])[0]
         g_cub = stats([r["aten"] / r["best"] for r in rs])[0]
         g_vs, _, mx_vs = stats([t / r["aten"] for t, r in zip(pick, rs)])
