@@ -16,9 +16,12 @@
 # .carry/collect-SEED/; the log's tail is printed at the end.
 #
 # DIODE_SKIP_GPUS=K leaves the first K GPUs (and K shares of the cores) to other work of the
-# same device call, e.g. a benchmark on GPU 0 while GPUs 1-3 collect:
-#   CUDA_VISIBLE_DEVICES=0 python bench/pick_retime.py ... & DIODE_SKIP_GPUS=1 bash datasets/collect_gpus.sh 200 480 dataset2 S1 S2 S3; wait
-# The files that other work writes to $OUT count against the device's 8 too.
+# same device call, e.g. a benchmark on GPU 0 (pinned to GPU 0's share of the cores; the
+# collectors are pinned to the cores above it) while GPUs 1-3 collect:
+#   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python bench/pick_retime.py ... &
+#   DIODE_SKIP_GPUS=1 bash datasets/collect_gpus.sh 200 480 dataset2 S1 S2 S3; wait
+# The files that other work writes to $OUT count against the device's 8 too
+# (DIODE_OUT_MINIMAL=1: only the parts come back, whatever the number of seeds).
 set -euo pipefail
 if (($# < 4)); then
   echo "usage: bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]" >&2
@@ -46,15 +49,25 @@ if ((${#seeds[@]} > 4)); then
 fi
 workers=$(( $(nproc) / (${#seeds[@]} + skip) - 1 ))
 ((workers >= 1)) || workers=1
-minimal=0
+# Only the parts come back with 3 or 4 seeds, or when DIODE_OUT_MINIMAL=1 asks (other work of
+# the same call needs its share of the device's 8 files).
+minimal=${DIODE_OUT_MINIMAL:-0}
 ((${#seeds[@]} <= 2)) || minimal=1
+# With GPUs left to other work the collectors run on the cores above those GPUs' shares
+# (cores skip*share..), so a benchmark pinned to its own share (taskset -c 0-15 for GPU 0 of
+# a 64-core x4) times its compiles without the collectors' compile processes beside it.
+share=$(( $(nproc) / (${#seeds[@]} + skip) ))
+pin=()
+if ((skip > 0)) && command -v taskset > /dev/null; then
+  pin=(taskset -c "$((skip * share))-$(( $(nproc) - 1 ))")
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p .carry
-echo "collect_gpus: ${#seeds[@]} seeds on GPUs $skip-$((skip + ${#seeds[@]} - 1)) of $gpus, $workers compile workers each, $secs s, mix $mix"
+echo "collect_gpus: ${#seeds[@]} seeds on GPUs $skip-$((skip + ${#seeds[@]} - 1)) of $gpus, $workers compile workers each, $secs s, mix $mix${pin:+, ${pin[*]}}"
 pids=()
 for i in "${!seeds[@]}"; do
   CUDA_VISIBLE_DEVICES=$((skip + i)) DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
-    bash "$here/collect.sh" "${seeds[$i]}" "$n" "$secs" "$mix" > ".carry/collect_gpus-${seeds[$i]}.log" 2>&1 &
+    "${pin[@]}" bash "$here/collect.sh" "${seeds[$i]}" "$n" "$secs" "$mix" > ".carry/collect_gpus-${seeds[$i]}.log" 2>&1 &
   pids+=($!)
 done
 rc=0

@@ -23,7 +23,8 @@ a = sys.argv[1:]
 out = a[a.index("--out") + 1]
 first = int(a[a.index("--first") + 1])
 print("stub collector: first", first, "gpu", os.environ.get("CUDA_VISIBLE_DEVICES"),
-      "workers", a[a.index("--compile-workers") + 1] if "--compile-workers" in a else None, flush=True)
+      "workers", a[a.index("--compile-workers") + 1] if "--compile-workers" in a else None,
+      "cores", ",".join(map(str, sorted(os.sched_getaffinity(0)))), flush=True)
 for n in (1, 2):
     probs = [{"index": first + i} for i in range(n)]
     for path, data in ((out + ".stats.json", json.dumps({"engine": "v2", "problems": probs})),
@@ -178,6 +179,22 @@ def test_skip_gpus_leaves_the_first_ones_to_other_work(tmp_path):
     for gpu, seed in ((1, "2026990001"), (2, "2026990002")):
         assert f"stub collector: first 0 gpu {gpu} workers {workers}" in (out / seed / "log-0.txt").read_text()
         assert f"== seed {seed} on GPU {gpu}" in r.stdout
+    # The collectors run on the cores above the skipped GPU's share, which the other work takes.
+    cores = sorted(os.sched_getaffinity(0))
+    share = len(cores) // 3
+    assert f"taskset -c {share}-{len(cores) - 1}" in r.stdout
+    mine = ",".join(str(c) for c in range(share, len(cores)))
+    assert f"cores {mine}" in (out / "2026990001" / "log-0.txt").read_text()
+
+
+def test_out_minimal_brings_back_parts_only_with_two_seeds(tmp_path):
+    """DIODE_OUT_MINIMAL=1: with other work in the same call, two seeds bring back their parts only."""
+    work, out, env = _setup(tmp_path)
+    seeds = ("2026990001", "2026990002")
+    r = _gpus(work, dict(env, DIODE_OUT_MINIMAL="1"), 2, *seeds)
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    assert files == sorted(f"{s}/part-000.msgpack" for s in seeds)
 
 
 @pytest.mark.parametrize("skip, gpus, seeds, why", [
