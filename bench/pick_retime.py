@@ -72,20 +72,14 @@ def launch_key(cfg) -> str:
 
 
 def load(paths, keep=None):
-    """[(problem, every record of it)] for the problems with an ok Triton and an ok `aten` record
-    (only those whose problem_key is in `keep`, when given), in file order."""
-    from predict_aten_margin import problem_key
-    from torch_diode.dataset import load_dataset
-    out = []
-    for path in paths:
-        for shard in load_dataset(path).shards:
-            for p, rs in shard.records_by_problem():
-                if keep is not None and problem_key(p) not in keep:
-                    continue
-                ok = [r for r in rs if r.status == "ok" and r.median_us > 0]
-                if any(r.config.is_triton for r in ok) and any(r.config.template == "aten" for r in ok):
-                    out.append((p, rs))
-    return out
+    """[(problem, its records)] for the problems with an ok Triton and an ok `aten` record
+    (only those whose problem_key is in `keep`, when given). A problem in several shards (a
+    re-collection) is one problem, grouped as `diode validate` groups it: the newest collector's
+    records only (predict_aten_margin.problems_of, one definition), failed configs kept so a
+    model top-1 on one is seen."""
+    from predict_aten_margin import problems_of
+    return [(p, rs) for p, rs in problems_of(paths, keep, keep_failed=True)
+            if any(r.config.is_triton for r in rs if r.status == "ok")]
 
 
 def picks(recs, scores) -> dict:

@@ -70,10 +70,12 @@ def disturbed(r, max_spread: float) -> bool:
     return max_spread > 0 and r.status == "ok" and r.spread_us > max_spread * r.median_us
 
 
-def problems_of(paths, keep=None, max_spread: float = 0.0):
+def problems_of(paths, keep=None, max_spread: float = 0.0, keep_failed: bool = False):
     """(problem, ok records of it) for every problem with an `aten` record and a DEFAULT Triton config
     (only those whose problem_key is in `keep`, when given; without the disturbed records when
-    max_spread > 0, so a pick or a best never rests on one).
+    max_spread > 0, so a pick or a best never rests on one). keep_failed: also one failed record
+    (compile error, out of resources) of each config that has no ok one, after the ok records,
+    for a caller that must see a model pick such a config (bench/pick_retime.py).
 
     A problem in several shards is one problem, grouped as `diode validate` and the trainer
     group it (models/src/problem_set.h, group_by_problem): only the shards of the newest
@@ -90,18 +92,22 @@ def problems_of(paths, keep=None, max_spread: float = 0.0):
     for key, seen in found.items():
         newest = max(v for v, _, _ in seen)
         by_config: dict = {}
+        failed: dict = {}
         for v, _, recs in seen:
             if v != newest:
                 continue
             for r in recs:
-                if r.status == "ok" and r.median_us > 0 and not disturbed(r, max_spread):
-                    by_config.setdefault(r.config, []).append(r)
+                if r.status == "ok" and r.median_us > 0:
+                    if not disturbed(r, max_spread):
+                        by_config.setdefault(r.config, []).append(r)
+                elif keep_failed:
+                    failed.setdefault(r.config, r)
         rs = [rs_[0] if len(rs_) == 1 else dataclasses.replace(
                   rs_[0], median_us=math.exp(sum(math.log(r.median_us) for r in rs_) / len(rs_)),
                   flags=functools.reduce(operator.or_, (r.flags for r in rs_)))
               for rs_ in by_config.values()]
         if any(r.config.template == "aten" for r in rs) and any(r.config.is_triton and r.flags & DEFAULT_FLAG for r in rs):
-            yield seen[0][1], rs
+            yield seen[0][1], rs + [r for c, r in failed.items() if c not in by_config]
 
 
 def predict_picks_triton(row: dict, margin: float) -> bool:
