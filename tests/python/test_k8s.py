@@ -336,6 +336,50 @@ def test_train_job_trains_over_all_slots_then_publishes(tmp_path):
     assert not os.path.exists(keydir), "the unpacked signing keys must be removed after publishing"
 
 
+def _gated_run(tmp_path, validate_rc, *extra):
+    """diode-train-job with version 3 of the hardware already in the registry and a stub
+    `diode validate` that exits validate_rc."""
+    env, log = train_job_env(tmp_path)
+    stub(tmp_path / "bin", "diode", f'echo "diode $*" >> {log}\n[ "$1" = validate ] && exit {validate_rc}\nexit 0\n')
+    work, registry = tmp_path / "work", tmp_path / "registry"
+    work.mkdir()
+    (registry / "nvidia-h200-144gb" / "2").mkdir(parents=True)
+    (registry / "nvidia-h200-144gb" / "3").mkdir()
+    p = run([str(TRAINER / "diode-train-job"), "--hardware=nvidia-h200-144gb", f"--data={work}/dataset.msgpack.gz",
+             f"--work={work}", f"--registry={registry}", f"--signing-keys={make_signing_archive(tmp_path)}", *extra],
+            env=env)
+    return p, log.read_text(), work, registry
+
+
+def test_train_job_gates_on_the_newest_version_and_passes_the_recipe(tmp_path):
+    p, calls, work, registry = _gated_run(tmp_path, 0, "--train-args=--keep-aten --epochs 200")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"--out {work}/model --keep-aten --epochs 200" in calls
+    assert (f"diode validate --model {work}/model --compare {registry}/nvidia-h200-144gb/3 "
+            f"--dataset {work}/dataset.msgpack.gz --gate") in calls
+    assert "passed the gate against version 3" in p.stdout
+    assert calls.index("diode validate") < calls.index("diode publish")
+
+
+def test_train_job_keeps_the_published_model_when_the_candidate_loses(tmp_path):
+    p, calls, _, _ = _gated_run(tmp_path, 3)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "kept version 3" in p.stdout and "diode publish" not in calls
+
+
+def test_train_job_fails_when_the_gate_cannot_run_and_skips_it_on_request(tmp_path):
+    p, calls, _, _ = _gated_run(tmp_path, 1)
+    assert p.returncode == 1 and "diode validate failed (exit 1)" in p.stderr and "diode publish" not in calls
+    (tmp_path / "again").mkdir()
+    p, calls, _, _ = _gated_run(tmp_path / "again", 3, "--no-gate")
+    assert p.returncode == 0 and "diode validate" not in calls and "diode publish" in calls
+
+
+def test_h200_training_job_uses_its_recipe():
+    text = (K8S / "overlays" / "production" / "training" / "mpijob-nvidia-h200-144gb.yaml").read_text()
+    assert "- --train-args=--keep-aten" in text
+
+
 def test_train_job_refuses_root_keys_and_missing_model(tmp_path):
     env, log = train_job_env(tmp_path)
     work = tmp_path / "work"
