@@ -54,12 +54,15 @@ workers=$(( $(nproc) / (${#seeds[@]} + skip) - 1 ))
 minimal=${DIODE_OUT_MINIMAL:-0}
 ((${#seeds[@]} <= 2)) || minimal=1
 # With GPUs left to other work the collectors run on the cores above those GPUs' shares
-# (cores skip*share..), so a benchmark pinned to its own share (taskset -c 0-15 for GPU 0 of
-# a 64-core x4) times its compiles without the collectors' compile processes beside it.
+# (from the (skip*share)-th core on), so a benchmark pinned to its own share (taskset -c 0-15
+# for GPU 0 of a 64-core x4) times its compiles without the collectors' compile processes
+# beside it.
+# The cores are this process's own (its affinity, which need not start at core 0).
 share=$(( $(nproc) / (${#seeds[@]} + skip) ))
 pin=()
 if ((skip > 0)) && command -v taskset > /dev/null; then
-  pin=(taskset -c "$((skip * share))-$(( $(nproc) - 1 ))")
+  read -ra cores <<< "$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+  pin=(taskset -c "$(IFS=,; echo "${cores[*]:skip * share}")")
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p .carry

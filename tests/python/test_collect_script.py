@@ -181,10 +181,23 @@ def test_skip_gpus_leaves_the_first_ones_to_other_work(tmp_path):
         assert f"== seed {seed} on GPU {gpu}" in r.stdout
     # The collectors run on the cores above the skipped GPU's share, which the other work takes.
     cores = sorted(os.sched_getaffinity(0))
-    share = len(cores) // 3
-    assert f"taskset -c {share}-{len(cores) - 1}" in r.stdout
-    mine = ",".join(str(c) for c in range(share, len(cores)))
+    mine = ",".join(str(c) for c in cores[len(cores) // 3:])
+    assert f"taskset -c {mine}" in r.stdout
     assert f"cores {mine}" in (out / "2026990001" / "log-0.txt").read_text()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to leave core 0 out")
+def test_pinning_uses_the_cores_this_process_may_run_on(tmp_path):
+    """Under an affinity that leaves core 0 out (a container's cpuset), the collectors are pinned
+    to cores of that set, never to a range counted from core 0."""
+    work, out, env = _setup(tmp_path)
+    last = max(os.sched_getaffinity(0))
+    r = subprocess.run(["taskset", "-c", str(last), "bash", str(REPO / "datasets/collect_gpus.sh"), "3", "60",
+                        "dataset2", "2026990001"], cwd=work, env=dict(env, FAKE_GPUS="2", DIODE_SKIP_GPUS="1"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"stub collector: first 0 gpu 1" in (out / "2026990001" / "log-0.txt").read_text()
+    assert f"cores {last}" in (out / "2026990001" / "log-0.txt").read_text()
 
 
 def test_out_minimal_brings_back_parts_only_with_two_seeds(tmp_path):
