@@ -337,14 +337,18 @@ def test_train_job_trains_over_all_slots_then_publishes(tmp_path):
 
 
 def _gated_run(tmp_path, validate_rc, *extra):
-    """diode-train-job with version 3 of the hardware already in the registry and a stub
-    `diode validate` that exits validate_rc."""
+    """diode-train-job with version 3 of the hardware current in the registry (a version 4
+    directory left by a publish that never switched the index), a stub `diode models list`
+    that says so as the CLI does, and a stub `diode validate` that exits validate_rc."""
     env, log = train_job_env(tmp_path)
-    stub(tmp_path / "bin", "diode", f'echo "diode $*" >> {log}\n[ "$1" = validate ] && exit {validate_rc}\nexit 0\n')
+    stub(tmp_path / "bin", "diode", f'echo "diode $*" >> {log}\n'
+         '[ "$1 $2" = "models list" ] && printf "nvidia-h100-80gb\\tcurrent 7\\texpires 2027-01-01T00:00:00Z\\tversions 7\\n'
+         'nvidia-h200-144gb\\tcurrent 3\\texpires 2027-01-01T00:00:00Z\\tversions 2 3\\n"\n'
+         f'[ "$1" = validate ] && exit {validate_rc}\nexit 0\n')
     work, registry = tmp_path / "work", tmp_path / "registry"
     work.mkdir()
-    (registry / "nvidia-h200-144gb" / "2").mkdir(parents=True)
-    (registry / "nvidia-h200-144gb" / "3").mkdir()
+    for v in ("2", "3", "4"):
+        (registry / "nvidia-h200-144gb" / v).mkdir(parents=True)
     p = run([str(TRAINER / "diode-train-job"), "--hardware=nvidia-h200-144gb", f"--data={work}/dataset.msgpack.gz",
              f"--work={work}", f"--registry={registry}", f"--signing-keys={make_signing_archive(tmp_path)}", *extra],
             env=env)
