@@ -47,7 +47,10 @@ if ((${#seeds[@]} > 4)); then
   echo "collect_gpus: at most 4 seeds (the device returns at most 8 files)" >&2
   exit 2
 fi
-workers=$(( $(nproc) / (${#seeds[@]} + skip) - 1 ))
+# Each GPU's share of the cores (a skipped GPU's work counts as one more collector); a
+# collector's compile workers leave one core of its share to the collector itself.
+share=$(( $(nproc) / (${#seeds[@]} + skip) ))
+workers=$((share - 1))
 ((workers >= 1)) || workers=1
 # Only the parts come back with 3 or 4 seeds, or when DIODE_OUT_MINIMAL=1 asks (other work of
 # the same call needs its share of the device's 8 files).
@@ -58,7 +61,6 @@ minimal=${DIODE_OUT_MINIMAL:-0}
 # for GPU 0 of a 64-core x4) times its compiles without the collectors' compile processes
 # beside it.
 # The cores are this process's own (its affinity, which need not start at core 0).
-share=$(( $(nproc) / (${#seeds[@]} + skip) ))
 pin=()
 if ((skip > 0)) && command -v taskset > /dev/null; then
   read -ra cores <<< "$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
