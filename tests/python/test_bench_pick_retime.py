@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from model_tools import DIODE, needs_model_tools
+from model_tools import DIODE, needs_model_tools, shipped_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -18,7 +18,7 @@ import pick_retime as pr  # noqa: E402
 from torch_diode.wire import KernelConfig, ShardRecord  # noqa: E402
 
 SCRIPT = str(ROOT / "bench/pick_retime.py")
-MODEL = max((ROOT / "python/torch_diode/bundles/nvidia-h100-80gb").iterdir(), key=lambda p: int(p.name))  # the shipped version
+MODEL = shipped_model("nvidia-h100-80gb")
 DATA = ROOT / "datasets/nvidia-h100-80gb"
 
 

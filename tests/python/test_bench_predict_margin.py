@@ -5,12 +5,13 @@ import pathlib
 import subprocess
 import sys
 
+from model_tools import shipped_model
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_replay_table_is_consistent(tmp_path):
-    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
-    model = max(model.iterdir(), key=lambda p: int(p.name))   # the shipped version
+    model = shipped_model("nvidia-h100-80gb")
     data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
     out = tmp_path / "t.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
@@ -36,8 +37,7 @@ def test_split_list_keeps_only_the_listed_problems_and_groups_them(tmp_path):
     import dataclasses
     import predict_aten_margin as pam
     from torch_diode.dataset import load_dataset
-    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
-    model = max(model.iterdir(), key=lambda p: int(p.name))
+    model = shipped_model("nvidia-h100-80gb")
     data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
     every = [p for p, _ in pam.problems_of([str(data)])]
     listed = every[::3]
@@ -81,8 +81,7 @@ def test_max_spread_leaves_out_disturbed_records_as_validate_does(tmp_path):
     assert all(r.spread_us <= 0.5 * r.median_us for rs in kept.values() for r in rs)
     assert sum(map(len, kept.values())) < sum(map(len, raw.values()))
     assert any(r.spread_us > 0.5 * r.median_us for rs in raw.values() for r in rs)
-    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
-    model = max(model.iterdir(), key=lambda p: int(p.name))
+    model = shipped_model("nvidia-h100-80gb")
     out = tmp_path / "t.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench/predict_aten_margin.py"), "--model", str(model),
                         "--max-spread", "0.5", "--json", str(out), *data], capture_output=True, text=True, check=True)
@@ -103,8 +102,7 @@ def test_aten_margin_choice_takes_the_smallest_margin_within_the_bound(tmp_path)
     import aten_margin_choice as amc
     import predict_aten_margin as pam
     from torch_diode.model import load_model_dir
-    shipped = ROOT / "python/torch_diode/bundles"
-    h100 = max((shipped / "nvidia-h100-80gb").iterdir(), key=lambda p: int(p.name))
+    h100 = shipped_model("nvidia-h100-80gb")
     data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
     every = [p for p, _ in pam.problems_of([str(data)])]
     lists = {}

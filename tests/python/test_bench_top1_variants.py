@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from model_tools import DIODE, needs_model_tools
+from model_tools import DIODE, needs_model_tools, run, shipped_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "python"))
 import top1_variants as tv  # noqa: E402
 
 SCRIPT = str(ROOT / "bench/top1_variants.py")
-MODEL = max((ROOT / "python/torch_diode/bundles/nvidia-h100-80gb").iterdir(), key=lambda p: int(p.name))  # the shipped version
+MODEL = shipped_model("nvidia-h100-80gb")
 DATA = ROOT / "datasets/nvidia-h100-80gb"
 
 
@@ -40,10 +40,8 @@ def test_ties_go_to_the_first_candidate_and_aten_as_top_pick_stays():
 @needs_model_tools
 def test_margin_zero_is_diode_validates_top1_and_the_self_ensemble_is_the_model(tmp_path):
     split = tmp_path / "test.json"
-    split.write_text(subprocess.run([str(DIODE), "validate", "--dataset", str(DATA), "--list-split", "test", "--json"],
-                                    check=True, capture_output=True, text=True).stdout)
-    val = json.loads(subprocess.run([str(DIODE), "validate", "--model", str(MODEL), "--dataset", str(DATA),
-                                     "--split", "test", "--json"], check=True, capture_output=True, text=True).stdout)
+    split.write_text(run(DIODE, "validate", "--dataset", DATA, "--list-split", "test", "--json"))
+    val = json.loads(run(DIODE, "validate", "--model", MODEL, "--dataset", DATA, "--split", "test", "--json"))
     out = tmp_path / "figs.json"
     r = subprocess.run([sys.executable, SCRIPT, "--model", str(MODEL), "--model", str(MODEL), "--data", str(DATA),
                         "--split-list", str(split), "--margins", "0,0.05", "--json", str(out)],
