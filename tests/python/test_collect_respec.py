@@ -112,3 +112,26 @@ def test_parts_are_disjoint_and_cover_every_stale_problem(tmp_path, data):
     assert sorted(map(len, got)) == sorted(len(every[k::3]) for k in range(3))
     assert [p for part in got for p in part] != every          # interleaved, not cut in blocks
     assert sorted(map(repr, (p for part in got for p in part))) == sorted(map(repr, every))
+
+
+def test_since_keeps_the_band_between_since_and_before(tmp_path, data):
+    # the fixture's versions are 2.0.0, 2.1.0 and 2.5.0: --since 2.1.0 --before 2.5.0 is the 2.1.0
+    # band, disjoint from --before 2.1.0, and the two together are --before 2.5.0 (session 16's split)
+    oldest = respec.stale_problems(str(data), (2, 1, 0))
+    band = respec.stale_problems(str(data), (2, 5, 0), since=(2, 1, 0))
+    assert oldest and band and not set(oldest) & set(band)
+    assert sorted(map(repr, oldest + band)) == sorted(map(repr, respec.stale_problems(str(data), (2, 5, 0))))
+    out = tmp_path / "s.json"
+    assert respec.main(["--dataset", str(data), "--before", "2.5.0", "--since", "2.1.0", "--id", "7",
+                        "--part", "1/2", "--out", str(out)]) == 0
+    assert list(load_spec(str(out)).problems) == band[1::2]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--since", "2.5.0"], "must be below --before"),
+    (["--since", "x"], "--since 'x'"),
+])
+def test_bad_since_is_refused(tmp_path, capsys, data, args, message):
+    with pytest.raises(SystemExit):
+        respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "1", "--out", str(tmp_path / "s.json"), *args])
+    assert message in capsys.readouterr().err

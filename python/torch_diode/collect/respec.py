@@ -11,7 +11,9 @@ within each), EXHAUSTIVE, float32 with TF32 on only (as the dataset mix measures
 id `dataset-recollect/ID`. Placed at `.carry/collect-ID/spec.json` it is what
 `bash datasets/collect.sh ID N SECONDS` runs (collect.sh draws a spec only when none is
 there), and `datasets/add_parts.py` files its parts as `<day>-recollect-ID-pFFF-LLL`. Never
-reuse an ID, as with seeds. On a machine of several GPUs, `--part K/N` gives each GPU its own
+reuse an ID, as with seeds. `--since V` keeps only problems whose newest version is at least V,
+so the oldest band can have its own ID first (session 16: `--before 2.2.0` as one ID, then
+`--before 2.5.0 --since 2.2.0 --part K/2` for the rest). On a machine of several GPUs, `--part K/N` gives each GPU its own
 disjoint share under its own ID (`datasets/collect_gpus.sh N SECONDS dataset ID0 ID1 ...`).
 """
 from __future__ import annotations
@@ -37,15 +39,17 @@ def version_of(collector: str) -> tuple[int, int, int] | None:
     return tuple(int(x) for x in m.groups()) if m else None
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
+def parse_version(text: str, flag: str = "--before") -> tuple[int, int, int]:
     m = re.fullmatch(VERSION, text)
     if not m:
-        raise ValueError(f"--before {text!r}: expected MAJOR.MINOR.PATCH, e.g. 2.2.0")
+        raise ValueError(f"{flag} {text!r}: expected MAJOR.MINOR.PATCH, e.g. 2.2.0")
     return tuple(int(x) for x in m.groups())
 
 
-def stale_problems(dataset_dir: str, before: tuple[int, int, int]) -> list[wire.Problem]:
-    """Problems whose newest measuring collector is older than `before`, in dataset order."""
+def stale_problems(dataset_dir: str, before: tuple[int, int, int],
+                   since: tuple[int, int, int] = (0, 0, 0)) -> list[wire.Problem]:
+    """Problems whose newest measuring collector is older than `before` and at least `since`,
+    in dataset order."""
     newest: dict[wire.Problem, tuple[int, int, int]] = {}
     order: list[wire.Problem] = []
     for shard in load_dataset(dataset_dir).shards:
@@ -60,13 +64,15 @@ def stale_problems(dataset_dir: str, before: tuple[int, int, int]) -> list[wire.
                 newest[p] = v
             else:
                 newest[p] = max(newest[p], v)
-    return [p for p in order if newest[p] < before]
+    return [p for p in order if since <= newest[p] < before]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, help="a hardware's dataset folder, e.g. datasets/nvidia-h100-80gb")
     ap.add_argument("--before", required=True, help="re-collect problems whose newest collector is older than this")
+    ap.add_argument("--since", default="0.0.0",
+                    help="and whose newest collector is at least this (default: any)")
     ap.add_argument("--id", required=True, help="the re-collection's number (digits, never reused): shard id dataset-recollect/ID")
     ap.add_argument("--out", required=True, help="spec JSON to write")
     ap.add_argument("--part", default="0/1", metavar="K/N",
@@ -84,15 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     k, n = int(m.group(1)), int(m.group(2))
     try:
         before = parse_version(a.before)
+        since = parse_version(a.since, "--since")
     except ValueError as e:
         ap.error(str(e))
+    if since >= before:
+        ap.error(f"--since {a.since} must be below --before {a.before}")
     if not os.path.isdir(a.dataset):
         ap.error(f"--dataset {a.dataset}: not a folder")
-    probs = stale_problems(a.dataset, before)[k::n]
+    probs = stale_problems(a.dataset, before, since)[k::n]
     if a.limit:
         probs = probs[:a.limit]
     if not probs:
-        print(f"respec: no problem of {a.dataset} has its newest collector below {a.before}: nothing to write")
+        band = f"below {a.before}" + (f" and at least {a.since}" if since > (0, 0, 0) else "")
+        print(f"respec: no problem of {a.dataset} has its newest collector {band}: nothing to write")
         return 1
     spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
@@ -101,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.out, "w") as f:
         json.dump(spec, f, indent=1)
     print(f"respec: {len(probs)} problems of {a.dataset} last measured before torch_diode.collect {a.before}"
+          f"{f' (at least {a.since})' if since > (0, 0, 0) else ''}"
           f"{f' (part {k}/{n})' if n > 1 else ''} -> {a.out}")
     return 0
 
