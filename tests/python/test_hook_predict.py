@@ -18,6 +18,7 @@ from torch_diode.features import FeatureSpec  # noqa: E402
 from torch_diode.hook import api, compat, extract  # noqa: E402
 from torch_diode.hook.choices import DiodeChoicesMixin, HookState, choices_class  # noqa: E402
 from torch_diode.hook.ranking import ENV_MODE, Options, Ranker, ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import config_key as ranking_config_key  # noqa: E402
 from torch_diode.hook.stats import Stats  # noqa: E402
 from torch_diode.model import LoadedModel  # noqa: E402
 from torch_diode.wire import Problem  # noqa: E402
@@ -349,5 +350,91 @@ def test_aten_margin_option_is_validated_and_in_the_cache_key():
         with pytest.raises(ValueError):
             torch_diode.set_options(aten_margin=-1)
         assert torch_diode.get_options()["aten_margin"] == 0.1  # a refused value changes nothing
+    finally:
+        torch_diode.set_options(**before)
+
+
+def topk_handler(m, **opts):
+    state = HookState(Ranker(m), Options(mode="topk", top_k=5, threshold=0.0, **opts), Stats())
+    return choices_class()(state), state
+
+
+def test_topk_hands_over_aten_alone_when_predict_would(model, real_configs):
+    # ATen predicted fastest: top-k mode decides as predict mode and benchmarks nothing
+    m = fake_model(model, **{"template__aten": -100.0, "log2_block_m": 1.0})
+    aten, triton = make_choices(real_configs)
+    h, state = topk_handler(m)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    assert out == [aten]
+    s = state.stats.snapshot()
+    assert s["predicted"] == {"aten": 1} and s["model_selections"] == 1 and s["configs_kept"] == 0
+    # aten_shortcut=False: Inductor benchmarks ATen against the model's top 5, as before
+    h, state = topk_handler(m, aten_shortcut=False)
+    out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+    assert out[0] is aten and len(out) == 6
+    assert {id(k) for k in out[1:]} == {id(triton[i]) for i in predicted_order(m, triton)[:5]}
+    assert state.stats.snapshot()["predicted"] == {}
+
+
+def test_topk_shortcut_follows_predict_modes_margin(model, real_configs):
+    # ATen predicted slower than the best Triton config by `gap`: the shortcut takes ATen exactly
+    # where predict mode would, i.e. when the margin exceeds the gap
+    m = fake_model(model, **{"template__aten": 0.05, "log2_block_m": 1.0, "log2_block_n": 0.5})
+    aten, triton = make_choices(real_configs)
+    gap = predicted_gap(m, aten, triton)
+    assert gap > 0
+    top5 = {id(triton[i]) for i in predicted_order(m, triton)[:5]}
+    for margin in (0.0, math.expm1(gap) * 0.9, math.expm1(gap) * 1.1, 0.5 + math.expm1(gap)):
+        h, _ = topk_handler(m, aten_margin=margin)
+        out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+        state = HookState(Ranker(m), Options(mode="predict", aten_margin=margin), Stats())
+        pick = finalize(choices_class()(state), {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
+        if pick == [aten]:
+            assert out == [aten], margin
+        else:
+            assert out[0] is aten and {id(k) for k in out[1:]} == top5, margin
+    assert margin > math.expm1(gap) and out == [aten]  # the last margin took the shortcut
+
+
+def test_topk_shortcut_for_addmm_hands_over_bias_addmm(model, real_configs):
+    m = fake_model(model, **{"template__aten": -100.0})
+    _, triton = make_choices(real_configs)
+    own = FakeKTC("aten::addmm", {})
+    bias = FakeKTC("aten::bias_addmm", {})
+    tri = [FakeKTC("triton::mm", k.params.to_kwargs(), k.extra_kwargs) for k in triton]
+    h, state = topk_handler(m)
+    out = finalize(h, {"aten::addmm": [own], "aten::bias_addmm": [bias], "triton::mm": tri},
+                   FakeMMInputs(M, N, K, bias=(0, 1)), op="addmm")
+    assert out == [bias]
+    assert state.stats.snapshot()["predicted"] == {"aten": 1}
+
+
+def test_rank_ktcs_scores_extra_keys_apart_in_one_forward(model, real_configs):
+    aten, triton = make_choices(real_configs)
+    problem = Problem(op="mm", m=M, n=N, k=K)
+    akey = ranking_config_key(extract.aten_config(aten, problem))
+    opts = Options(mode="topk", top_k=3, threshold=0.0)
+    calls = []
+    hook = model.module.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        r = Ranker(model).rank_ktcs(problem, triton, opts, extra_keys=[akey])
+    finally:
+        hook.remove()
+    assert len(calls) == 1
+    plain = Ranker(model).rank_ktcs(problem, triton, opts)
+    assert r.scores.tolist() == plain.scores.tolist() and r.kept == plain.kept and r.margin == plain.margin
+    both = Ranker(model).rank_keys(problem, extract.config_keys_from_ktcs(triton) + [akey], opts)
+    assert r.extra_scores.tolist() == both.scores[-1:].tolist()
+
+
+def test_aten_shortcut_option_is_validated_and_in_the_cache_key():
+    assert Options().aten_shortcut is True
+    assert Options(aten_shortcut=False).key() != Options().key()
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="aten_shortcut"):
+            Options(aten_shortcut=bad)
+    before = torch_diode.get_options()
+    try:
+        assert torch_diode.set_options(aten_shortcut=False)["aten_shortcut"] is False
     finally:
         torch_diode.set_options(**before)

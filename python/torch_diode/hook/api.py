@@ -355,7 +355,8 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     model's top-k configs are benchmarked by Inductor; "predict", the default: the model's
     single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default),
     aten_margin (predict mode: a Triton config replaces ATen only when predicted faster by more
-    than this share; default 0.05).
+    than this share; default 0.05), aten_shortcut (topk mode: when predict mode would pick
+    ATen, ATen alone is handed over and nothing is benchmarked; default True).
     Without a
     usable model the handler is still installed and takes Inductor's default path on
     every GEMM, counting the reason (and warning once per cause why there is no model).
@@ -474,7 +475,8 @@ def auto_install() -> bool:
 # ---------------------------------------------------------------- options, stats, logging
 
 def set_options(**options: Any) -> dict[str, Any]:
-    """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin (validated); applies now."""
+    """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin / aten_shortcut
+    (validated); applies now."""
     global _options
     with _lock:
         _options = replace(_options, **options)
@@ -487,7 +489,7 @@ def get_options() -> dict[str, Any]:
     o = _options
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode, "aten_margin": o.aten_margin}
+            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut}
 
 
 def get_prediction_stats() -> dict[str, Any]:

@@ -141,8 +141,19 @@ class DiodeChoicesMixin:
                 return self._diode_predict(state, rec, t0, candidates, rankable, keys, problem, call_base,
                                            lists)
             # the KTCs straight to the ranker: their kwargs values find the table rows (issue 19)
-            ranking = state.ranker.rank_ktcs(problem, rankable, state.options)
+            own = _own_aten(candidates)
+            shortcut = state.options.aten_shortcut and bool(own) and "aten" in state.ranker.spec.templates
+            extra = [config_key(extract.aten_config(own[0], problem))] if shortcut else []
+            ranking = state.ranker.rank_ktcs(problem, rankable, state.options, extra_keys=extra)
             rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
+            if shortcut and _aten_predicted_fastest(state.options, float(ranking.extra_scores[0]), ranking.scores):
+                # predict mode's decision: Inductor's warm-L2 benchmark of ATen against the top-k
+                # lost to it on 10 of 11 such workloads (Options.aten_shortcut, ranking.py)
+                rec.configs_in, rec.configs_kept = len(rankable), 0
+                rec.margin, rec.predict_ms = ranking.margin, (time.perf_counter() - t0) * 1e3
+                rec.predicted = "aten"
+                state.stats.record(rec, predict_s)
+                return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
             kept_idx = ranking.kept
             kept = {id(rankable[i]) for i in kept_idx}
             filtered = {uid: [k for k in v if not extract.is_rankable(k) or id(k) in kept]
@@ -250,6 +261,14 @@ class DiodeChoicesMixin:
                 out[uid] = list(get_ktc(bound["kernel_inputs"], template, bound["op_name"],
                                         overrides.get(uid, {})))
         return out
+
+
+def _aten_predicted_fastest(options: Options, aten_score: float, triton_scores) -> bool:
+    """Predict mode's rule for top-k mode: the op's ATen kernel is predicted faster than every
+    Triton config by more than `aten_margin` (a tie goes to Triton, as in _diode_predict's
+    stable argsort where the Triton configs come first)."""
+    best_triton = float(triton_scores.min()) if len(triton_scores) else math.inf
+    return aten_score - math.log1p(options.aten_margin) < best_triton
 
 
 def _aten_alone(state, rec, candidates: dict, own: list, call_base):

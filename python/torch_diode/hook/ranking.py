@@ -47,6 +47,14 @@ DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, what
 # bound within a record's ~1% repeatability; 0.10 would cost it 2% in geomean.
 # 0 is the plain lowest predicted time.
 DEFAULT_ATEN_MARGIN = 0.05
+# Top-k mode hands over the op's ATen kernel alone (nothing benchmarked) when the model predicts
+# it fastest by the rule of predict mode (aten_margin included); otherwise Inductor benchmarks
+# the top-k Triton configs and ATen. Why: in the H100 run of bench/hook_end_to_end.py of
+# 2026-11-26 (model version 5) the model predicted ATen for every GEMM of 11 workloads, and on
+# 10 of them top-k's GPU time was above predict's (Inductor's own benchmark, warm L2, chose a
+# Triton config: vit_fc1_b8 20.67 against 14.32 us, l3_kv_m4 10.88 against 8.45, mlp_block
+# 138.4 against 110.1); on one (attn_pv_32x2048) below it, 115.2 against 119.3 us.
+DEFAULT_ATEN_SHORTCUT = True
 CACHE_PROBLEMS = 4096
 SEARCH_SPACES = ("default", "exhaustive")
 # "topk": keep the top-k (+ threshold) Triton configs and every other choice; Inductor
@@ -86,6 +94,7 @@ class Options:
     fallback: str = "default"       # "default" (Inductor's full list) | "raise" (debugging)
     mode: str = field(default_factory=env_mode)  # "topk" | "predict" (MODES)
     aten_margin: float = DEFAULT_ATEN_MARGIN  # predict mode: Triton must be predicted this much faster than ATen
+    aten_shortcut: bool = DEFAULT_ATEN_SHORTCUT  # topk mode: ATen alone when predict mode would pick it
 
     def __post_init__(self):
         if not isinstance(self.top_k, int) or self.top_k < 1:
@@ -115,10 +124,13 @@ class Options:
                 or not math.isfinite(self.aten_margin) or self.aten_margin < 0):
             raise ValueError(f"aten_margin must be a finite number >= 0 (0.05: Triton only when predicted "
                              f"more than 5% faster than ATen), got {self.aten_margin!r}")
+        if not isinstance(self.aten_shortcut, bool):
+            raise ValueError(f"aten_shortcut must be a bool, got {self.aten_shortcut!r}")
 
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
-                f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}")
+                f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}"
+                f"-c{int(self.aten_shortcut)}")
 
 
 def select(scores: list[float], opts: Options) -> list[int]:
@@ -369,6 +381,8 @@ class Ranking:
     seconds: float              # features + forward (0 on a cache hit)
     breakdown: dict             # seconds per stage: extract (rank_ktcs: reading the KTCs; with the
                                 # lock's wait), keys (table rows), features, forward, select, total
+    extra_scores: np.ndarray | None = None  # rank_ktcs(extra_keys=...): their scores, in order;
+                                            # not in scores, kept or margin
 
 
 def _standardisation(spec) -> tuple[list[float], list[float]]:
@@ -420,18 +434,26 @@ class Ranker:
         t0 = time.perf_counter()
         return self._rank(problem, lambda: self._table.rows_for_keys(keys), opts, t0)
 
-    def rank_ktcs(self, problem: Problem, ktcs: list, opts: Options) -> Ranking:
+    def rank_ktcs(self, problem: Problem, ktcs: list, opts: Options, extra_keys: list[tuple] = ()) -> Ranking:
         """rank_keys(problem, extract.config_keys_from_ktcs(ktcs), opts) of Inductor's
         KernelTemplateChoices, where each KTC's kwargs values lead straight to its table row
         (one dict lookup per KTC instead of two: values -> key -> row); breakdown["extract"]
-        is the time reading the KTCs. Raises extract.Unsupported as config_keys_from_ktcs."""
+        is the time reading the KTCs. `extra_keys` (e.g. the op's ATen config) are scored in
+        the same forward and returned apart (Ranking.extra_scores), outside the selection.
+        Raises extract.Unsupported as config_keys_from_ktcs."""
         from . import extract
         t0 = time.perf_counter()
         runs = extract.value_runs(ktcs)
         if runs is None:
             keys = extract.config_keys_from_ktcs(ktcs)
-            return self._rank(problem, lambda: self._table.rows_for_keys(keys), opts, t0)
-        return self._rank(problem, lambda: self._rows_of_runs(runs), opts, t0)
+            rows_of = lambda: self._table.rows_for_keys(keys)  # noqa: E731
+        else:
+            rows_of = lambda: self._rows_of_runs(runs)  # noqa: E731
+        if not extra_keys:
+            return self._rank(problem, rows_of, opts, t0)
+        extra = list(extra_keys)
+        return self._rank(problem, lambda: np.concatenate([rows_of(), self._table.rows_for_keys(extra)]),
+                          opts, t0, n_extra=len(extra))
 
     def _rows_of_runs(self, runs: list) -> np.ndarray:
         """Table rows of extract.ValueRuns (under _lock): _rows_by_values maps a run's cache
@@ -454,7 +476,7 @@ class Ranker:
             parts.append(rows)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def _rank(self, problem: Problem, rows_of, opts: Options, t0: float) -> Ranking:
+    def _rank(self, problem: Problem, rows_of, opts: Options, t0: float, n_extra: int = 0) -> Ranking:
         with self._lock:
             te = time.perf_counter()
             rows = rows_of()
@@ -484,7 +506,14 @@ class Ranker:
                 t2 = time.perf_counter()
                 cached[todo] = self._forward(x)
                 t3 = time.perf_counter()
-            scores = cached[rows].astype(np.float64)
+            all_scores = cached[rows].astype(np.float64)
+            extra = all_scores[len(rows) - n_extra:] if n_extra else None
+            if n_extra:  # the extra rows leave the selection and the margin
+                rows = rows[:len(rows) - n_extra]
+                offered[:] = False
+                offered[rows] = True
+                distinct = int(offered.sum())
+            scores = all_scores[:len(rows)]
             dscores = cached[offered].astype(np.float64) if distinct < len(rows) else scores
         kept = select_array(scores, opts)
         margin = margin_of_distinct(dscores)
@@ -492,7 +521,7 @@ class Ranker:
         hit = not len(missing)
         return Ranking(scores, kept, margin, hit, 0.0 if hit else t3 - t1,
                        {"extract": te - t0, "keys": t1 - te, "features": t2 - t1, "forward": t3 - t2,
-                        "select": t4 - (t1 if hit else t3), "total": t4 - t0})
+                        "select": t4 - (t1 if hit else t3), "total": t4 - t0}, extra)
 
     def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
         """(scores, cache_hit, seconds spent in features + forward)."""
