@@ -85,7 +85,7 @@ def test_nothing_timed_writes_nothing(tmp_path, exits):
 def test_topk_handler_offers_what_it_hands_over(model, real_configs, tmp_path, exits):
     c = contribute.enable(str(tmp_path / "out"), HW)
     aten, triton = make_choices(real_configs)
-    h = choices_class()(HookState(Ranker(model), Options(top_k=3, threshold=0.0, mode="topk"), Stats()))
+    h = choices_class()(HookState(Ranker(model), Options(top_k=3, threshold=0.0, mode="topk", aten_shortcut=False), Stats()))
     out = finalize(h, {"aten::mm": [aten], "triton::mm": triton}, FakeMMInputs(M, N, K))
     assert len(out) == 4
     # Inductor benchmarks exactly what it was handed

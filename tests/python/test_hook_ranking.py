@@ -96,6 +96,9 @@ def make_choices(real_configs, allow_tf32=False):
 
 def handler(model, **opts):
     opts.setdefault("mode", "topk")  # these tests are about top-k ranking; predict is the default mode
+    # the fixture's model predicts ATen fastest for M x N x K: without this, top-k mode would hand
+    # over ATen alone (test_hook_predict.py tests that shortcut)
+    opts.setdefault("aten_shortcut", False)
     state = HookState(Ranker(model), Options(**opts), Stats())
     return choices_class()(state), state
 
@@ -243,7 +246,7 @@ def test_pre_sept_2025_finalize_signature(model, real_configs, monkeypatch):
 
     monkeypatch.setattr(compat, "finalize_hook_name", lambda: "_finalize_mm_configs")
     cls = choices_class(OldChoices)
-    h = cls(HookState(Ranker(model), Options(top_k=3, threshold=0.0, mode="topk"), Stats()))
+    h = cls(HookState(Ranker(model), Options(top_k=3, threshold=0.0, mode="topk", aten_shortcut=False), Stats()))
     triton = [OldKTC("triton::mm", kw) for kw in real_configs]
     aten = OldKTC("aten::mm", {})
     out = h._finalize_mm_configs({"aten::mm": iter([aten]), "triton::mm": iter(triton)},
