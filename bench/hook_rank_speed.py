@@ -15,11 +15,14 @@ lookup, features, forward, top-k/threshold selection, margin) of
        without to_kwargs(), lead to its table row; standardised
        feature columns cached per config and gathered with numpy, one batched forward,
        argsort)
+  topk: new plus the op's ATen config scored in the same forward
+       (rank_ktcs(extra_keys=...)), what top-k mode runs for its ATen shortcut
+       (Options.aten_shortcut, docs/hook.md)
 for three cases:
   cold   the first problem of the process (nothing cached, first forward of the module)
   miss   a new problem later on (prediction-cache miss: features + forward + select)
   hit    the same problem again (prediction-cache hit)
-and checks that both return exactly the same scores, kept indices and margin.
+and checks that all three return exactly the same scores, kept indices and margin.
 
     PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5]
 """
@@ -41,7 +44,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
 from torch_diode.collect.enumerate import mm_configs  # noqa: E402
 from torch_diode.hook import extract  # noqa: E402
-from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker, config_key  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 from torch_diode.wire import KernelConfig, Problem  # noqa: E402
 
@@ -107,8 +110,10 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
     # Both rankers read time.perf_counter: with --clock cpu it is this thread's CPU time,
     # which leaves out the time the (shared, busy) machine ran other processes.
     time.perf_counter = time.thread_time if clock == "cpu" else _wall
-    t = {(w, c): [] for w in ("old", "new") for c in ("cold", "miss", "hit")}
-    br = {(w, c): {} for w in ("old", "new") for c in ("cold", "miss", "hit")}
+    paths = ("old", "new", "topk")
+    t = {(w, c): [] for w in paths for c in ("cold", "miss", "hit")}
+    br = {(w, c): {} for w in paths for c in ("cold", "miss", "hit")}
+    aten = [config_key(KernelConfig(template="aten"))]
     mismatches = 0
 
     def add(w, c, total, parts):
@@ -119,9 +124,9 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
     for rep in range(repeat):
         # each path ranks every problem in turn (as the hook would, warm CPU caches),
         # the results are compared afterwards
-        old, new = ReferenceRanker(model), Ranker(model)
+        old, new, topk = ReferenceRanker(model), Ranker(model), Ranker(model)
         extract._KEY_CACHE.clear()  # as in a fresh process: `cold` builds every config key
-        got = {"old": [], "new": []}
+        got = {"old": [], "new": [], "topk": []}
         for i, p in enumerate(probs):
             for case in (("cold" if i == 0 else "miss"), "hit"):
                 t0 = time.perf_counter()
@@ -136,7 +141,15 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
                 add("new", case, r_new.breakdown["total"], r_new.breakdown)
                 assert r_new.cache_hit == (case == "hit")
                 got["new"].append((r_new.scores.tolist(), r_new.kept, r_new.margin))
+        extract._KEY_CACHE.clear()
+        for i, p in enumerate(probs):
+            for case in (("cold" if i == 0 else "miss"), "hit"):
+                r = topk.rank_ktcs(p, configs, opts, extra_keys=aten)
+                add("topk", case, r.breakdown["total"], r.breakdown)
+                assert r.cache_hit == (case == "hit") and len(r.extra_scores) == 1
+                got["topk"].append((r.scores.tolist(), r.kept, r.margin))
         mismatches += sum(a != b for a, b in zip(got["old"], got["new"]))
+        mismatches += sum(a != b for a, b in zip(got["old"], got["topk"]))
 
     def ms(v):
         return statistics.median(v) * 1e3
@@ -145,20 +158,21 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
     print(f"{'case':<6} {'path':<4} {'total ms':>9} {'extract':>8} {'keys':>7} {'features':>9} {'forward':>8} "
           f"{'select':>7}   old/new")
     for case in ("cold", "miss", "hit"):
-        for w in ("old", "new"):
+        for w in paths:
             b = br[(w, case)]
-            ratio = ms(t[("old", case)]) / ms(t[("new", case)]) if w == "new" else None
+            ratio = ms(t[("old", case)]) / ms(t[(w, case)]) if w != "old" else None
             print(f"{case:<6} {w:<4} {ms(t[(w, case)]):9.3f} {ms(b.get('extract', [0])):8.3f} "
                   f"{ms(b.get('keys', [0])):7.3f} "
                   f"{ms(b.get('features', [0])):9.3f} {ms(b.get('forward', [0])):8.3f} "
                   f"{ms(b.get('select', [0])):7.3f}   {'' if ratio is None else f'{ratio:.1f}x'}")
-    n = repeat * len(probs) * 2
+    n = repeat * len(probs) * 2 * 2
     print(f"medians over {repeat} rounds ({repeat} cold, {repeat * (len(probs) - 1)} miss, "
           f"{repeat * len(probs)} hit rankings); identical scores, ranking and margin: "
           f"{n - mismatches}/{n}")
-    miss = sorted(t[("new", "miss")])
-    print(f"new path, cache miss: median {ms(miss):.3f} ms, p90 {miss[int(0.9 * (len(miss) - 1))] * 1e3:.3f} ms, "
-          f"max {miss[-1] * 1e3:.3f} ms (goal <= 2 ms)")
+    for w in ("new", "topk"):
+        miss = sorted(t[(w, "miss")])
+        print(f"{w} path, cache miss: median {ms(miss):.3f} ms, p90 {miss[int(0.9 * (len(miss) - 1))] * 1e3:.3f} ms, "
+              f"max {miss[-1] * 1e3:.3f} ms (goal <= 2 ms)")
     return not mismatches
 
 
