@@ -135,3 +135,19 @@ def test_bad_since_is_refused(tmp_path, capsys, data, args, message):
     with pytest.raises(SystemExit):
         respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "1", "--out", str(tmp_path / "s.json"), *args])
     assert message in capsys.readouterr().err
+
+
+def test_model_top_goes_into_the_spec(tmp_path, capsys, data):
+    model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
+    model = sorted(model.iterdir(), key=lambda d: int(d.name))[-1]
+    out = tmp_path / "s.json"
+    assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "8", "--limit", "2",
+                        "--model-top", "5", "--model", str(model), "--out", str(out)]) == 0
+    spec = load_spec(str(out))
+    assert spec.timing.model_top == 5 and spec.timing.model == str(model)
+    for args, message in ((["--model-top", "5"], "give both"), (["--model-top", "5", "--model", str(tmp_path)],
+                                                                "no model.json")):
+        with pytest.raises(SystemExit):
+            respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "9", "--out", str(tmp_path / "t.json"),
+                         *args])
+        assert message in capsys.readouterr().err

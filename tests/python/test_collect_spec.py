@@ -27,6 +27,13 @@ def test_bias_ops_default_to_row_bias():
     assert s.problems[0].bias == "row" and s.problems[0].batch == 4
 
 
+def test_model_top_round_trips():
+    s = parse_spec(spec(timing={"model_top": 5, "model": "python/torch_diode/bundles/nvidia-h100-80gb/7"}))
+    assert s.timing.model_top == 5 and s.timing.model.endswith("/7")
+    assert parse_spec(spec_to_json(s)) == s
+    assert Timing().model_top == 0 and Timing().model == ""
+
+
 def test_round_trip_through_json():
     assert parse_spec(spec(search_space="exhaustive")).search_space == "EXHAUSTIVE"  # any case
     s = parse_spec(spec(search_space="DEFAULT", timing={"repeats": 7, "min_repeats": 3}))
@@ -50,6 +57,11 @@ def test_round_trip_through_json():
     ({"timing": {"min_repeats": 50}}, "spec.timing.min_repeats"),
     ({"timing": {"warmup": True}}, "spec.timing.warmup: expected int"),
     ({"timing": {"problem_timeout_s": 0}}, "problem_timeout_s"),
+    ({"timing": {"model_top": 5}}, "give both"),
+    ({"timing": {"model": "m"}}, "give both"),
+    ({"timing": {"model_top": 21, "model": "m"}}, "model_top: 21 out of range"),
+    ({"timing": {"model_top": 3, "model": "m", "static_top": 0}}, "needs the static stage"),
+    ({"timing": {"model_top": 3, "model": 7}}, "spec.timing.model: expected str"),
     ({"tf32": []}, "spec.tf32"),
     ({"tf32": [True, True]}, "spec.tf32"),
     ({"producer": {"name": ""}}, "spec.producer"),

@@ -793,4 +793,105 @@ def test_log_line_shows_static_chased_only_when_nonzero():
 
 def test_engine_version_has_the_static_chase():
     from torch_diode.collect.engine import ENGINE_VERSION, Stats
-    assert ENGINE_VERSION == "2.5.0" and Stats().static_chased == 0
+    assert ENGINE_VERSION == "2.6.0" and Stats().static_chased == 0 and Stats().static_model == 0
+
+
+def test_static_targets_add_a_models_picks_after_the_rest():
+    times = {"a": 2.0, "b": 1.0, "c": 3.0, "d": 9.0, "e": 8.0}
+    base = plan.static_targets(times, {"e"}, 2)
+    assert base == ["b", "a", "e"]
+    # picks not yet targets join at the end in the model's order; a pick already there, twice,
+    # or not an ok entry (not in times) adds nothing
+    assert plan.static_targets(times, {"e"}, 2, picks=["d", "b", "d", "zz", "c"]) == base + ["d", "c"]
+    assert plan.static_targets(times, {"e"}, 0, picks=["d"]) == []   # no static stage, no picks
+
+
+class _FakeRanking:
+    def __init__(self, kept):
+        self.kept = kept
+
+
+class _FakeRanker:
+    def __init__(self, order=None, error=None):
+        self.order, self.error, self.seen = order, error, None
+
+    def rank_keys(self, problem, keys, opts):
+        if self.error:
+            raise self.error
+        self.seen = (keys, opts.top_k)
+        return _FakeRanking(self.order[:opts.top_k])
+
+
+def _engine_with(picker, model_top=2):
+    from torch_diode.collect.engine import Engine
+    from torch_diode.collect.spec import parse_spec
+    eng = object.__new__(Engine)   # no GPU: only what _model_picks reads
+    eng.spec = parse_spec({"shard_id": "s", "problems": [{"op": "mm", "m": 8, "n": 8, "k": 8, "dtype_a": "float16"}],
+                           "timing": {"model_top": model_top, "model": "m"}})
+    eng.picker, eng.log, logged = picker, None, []
+    eng.log = logged.append
+    return eng, logged
+
+
+def test_model_picks_are_the_models_top_entries_and_never_fail_a_problem():
+    from torch_diode.collect.space import Offered
+    from torch_diode.hook.ranking import config_key
+
+    @dataclass
+    class E:
+        offered: Offered
+
+    cfgs = [wire.KernelConfig(block_m=bm, block_n=64, block_k=32, num_stages=3, num_warps=4) for bm in (16, 32, 64)]
+    ok = {100 + i: E(Offered("triton::mm", {}, c)) for i, c in enumerate(cfgs)}
+    p = wire.Problem(op="mm", m=8, n=8, k=8)
+    ranker = _FakeRanker(order=[2, 0, 1])
+    eng, logged = _engine_with(ranker)
+    assert eng._model_picks(p, ok) == [102, 100]
+    assert ranker.seen == ([config_key(c) for c in cfgs], 2)   # every ok entry ranked, top model_top kept
+    eng, logged = _engine_with(_FakeRanker(error=KeyError("no table row")))
+    assert eng._model_picks(p, ok) == [] and "model_top skipped" in logged[0]
+    eng, _ = _engine_with(None)
+    assert eng._model_picks(p, ok) == []
+
+
+def test_static_stage_times_the_models_picks_as_static_kernels(monkeypatch):
+    """timing.model_top (2.6.0): the model's top picks that the runtime pass did not make
+    targets (slow first-pass records: a runtime-size kernel can read far slower than its
+    static one) are compiled and re-timed as static kernels in the same rounds as the
+    targets and ATen, and counted in static_model."""
+    import time
+
+    from torch_diode.collect.engine import Entry, Planned, Stats
+    from torch_diode.collect.space import Offered
+    from torch_diode.collect.spec import Spec, Timing
+
+    p, a, b, tensors, kc = _chase_problem()
+    ref = a @ b
+    top = [_chase_entry(kc, 16, 1.0), _chase_entry(kc, 32, 1.01)]       # static_top 2
+    pick = _chase_entry(kc, 64, 1.40)                                     # slow at runtime size
+    other = _chase_entry(kc, 128, 1.50)
+    aten = Entry(Offered("aten::mm", {}, wire.KernelConfig("aten")), is_triton=False, status="ok", samples=[1.5] * 5)
+    eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2)
+    eng_.spec = Spec("s/1", "s", (p,), timing=Timing(static_top=2, model_top=2, model="m"))
+    entries = top + [pick, other, aten]
+    # the model ranks the ok Triton entries in the order the test gives: 64 first, then 16
+    order = {64: 0, 16: 1, 32: 2, 128: 3}
+    eng_.picker = type("R", (), {"rank_keys": staticmethod(lambda prob_, keys, opts: type("K", (), {
+        "kept": sorted(range(len(keys)), key=lambda i: order[keys[i][1]])[:opts.top_k]})())})()
+    monkeypatch.setattr("torch_diode.hook.ranking.config_key", lambda c: (c.template, c.block_m))
+    us = {16: 1.10, 32: 1.12, 64: 1.05}                                   # the pick's static kernel is the fastest
+    aten_fn = object()
+
+    def repeat(fn, n):
+        timed.append(getattr(fn, "block_m", "aten"))
+        return [us[fn.block_m] if fn is not aten_fn else 1.3] * n
+
+    eng_.timer = type("T", (), {"repeat": staticmethod(repeat)})()
+    st = Stats()
+    eng_._static_stage(Planned(0, p, False, "mm", entries, 0.0), tensors, ref, float(ref.norm()),
+                       deadline=time.perf_counter() + 60, st=st, runtime_fns={id(aten): aten_fn})
+    eng_.static_pool.shutdown()
+    assert sorted(compiled) == [16, 32, 64]                              # 128: neither fast nor picked
+    assert pick.static and pick.samples == [1.05] * 30 and not other.static
+    assert st.static_model == 1 and st.static == 3 and st.static_beaten == 0
+    assert timed[:4] == [16, 32, 64, "aten"]                              # one round: targets, the pick, ATen

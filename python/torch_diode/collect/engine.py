@@ -63,7 +63,10 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # fidelity bench's static time (median of 41 configs; 2.3.0's batches of 10: 0.992x of 47),
 # so first-pass records ended the best Triton record on 11 of 49 problems (2.3.0: 3 of
 # 75) and its pick agreed with Inductor's best on 28 of 40 (bench/RESULTS.md)
-ENGINE_VERSION = "2.5.0"
+# 2.6.0: timing.model_top: a model's top predicted configs join the static targets
+# (Engine._model_picks; `static_model` in the stats), so its likely picks are timed as the
+# kernel Inductor compiles; without model_top the same as 2.5.0
+ENGINE_VERSION = "2.6.0"
 FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
 FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
@@ -129,6 +132,7 @@ class Stats:
     static_s: float = 0.0     # wall seconds of the static stage (its compile wait included)
     static_beaten: int = 0    # 1: a record not re-timed as static is still the problem's best Triton record
     static_chased: int = 0    # entries compiled in the static chase waves (2.4.0; plan.chase_targets)
+    static_model: int = 0     # static targets only a model's top picks added (2.6.0; timing.model_top)
     lowered_as: str = ""
     best_triton_us: float = 0.0
     aten_us: float = 0.0
@@ -186,6 +190,8 @@ def _pool_init(device: int, nice: int = 0) -> None:
 
 
 class Engine:
+    picker = None   # hook.ranking.Ranker of timing.model (collector 2.6.0); None: no model picks
+
     def __init__(self, spec: Spec, device: int = 0, workers: int | None = None, log=print):
         import torch
         self.spec = spec
@@ -204,7 +210,14 @@ class Engine:
         # One worker per target (up to 2 x static_top + DEFAULT's with near ties, at most
         # the main pool's size), so a problem's static kernels compile in one wave (~1-2 s);
         # the two pools oversubscribe the cores only while the next problem still compiles.
-        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(2 * spec.timing.static_top + 1, n)),
+        # timing.model_top: the model that ranks each problem's entries (loaded once; a bad
+        # path fails here, before any problem is measured)
+        if spec.timing.model_top:
+            from ..hook.ranking import Ranker
+            from ..model import load_model_dir
+            self.picker = Ranker(load_model_dir(spec.timing.model))
+        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(2 * spec.timing.static_top + 1
+                                                                         + spec.timing.model_top, n)),
                                                   mp_context=mp.get_context("spawn"),
                                                   initializer=_pool_init, initargs=(device, STATIC_COMPILE_NICE)) \
             if spec.timing.static_top else None
@@ -254,8 +267,11 @@ class Engine:
         tm = self.spec.timing
         ok = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc}
         times = {k: summarize(e.samples).median for k, e in ok.items()}
+        picks = self._model_picks(pl.problem, ok)
         targets = [ok[k] for k in plan.static_targets(times, {k for k, e in ok.items() if e.default},
-                                                      tm.static_top)]
+                                                      tm.static_top, picks=picks)]
+        st.static_model = len(targets) - len(plan.static_targets(
+            times, {k for k, e in ok.items() if e.default}, tm.static_top))
         fns = self._compile_static(pl, targets, tensors, ref, ref_norm, deadline, st)
         aten = [e for e in pl.entries if e.status == "ok" and not e.is_triton and id(e) in runtime_fns]
         aten_fns = {id(e): runtime_fns[id(e)] for e in aten}
@@ -269,6 +285,23 @@ class Engine:
         if st.static_beaten:
             from .problems import describe
             self.log(f"  note: a record not timed as static is the best Triton record of {describe(pl.problem)}")
+
+    def _model_picks(self, problem: wire.Problem, ok: dict) -> list:
+        """Keys (ids) of the timing.model_top entries of `ok` (id -> ok Triton entry) the
+        model predicts fastest, best first; [] without a model. A model that cannot rank
+        this problem (e.g. a config its feature table refuses) adds nothing: the static stage
+        goes on as in 2.5.0."""
+        if self.picker is None or not ok:
+            return []
+        from ..hook.ranking import Options, config_key
+        keys = list(ok)
+        try:
+            r = self.picker.rank_keys(problem, [config_key(ok[k].offered.config) for k in keys],
+                                      Options(top_k=self.spec.timing.model_top, threshold=0.0))
+        except Exception as e:  # never lose a problem's measurement to the model
+            self.log(f"  note: model_top skipped: {type(e).__name__}: {e}")
+            return []
+        return [keys[i] for i in r.kept]
 
     def _static_chase(self, pl: Planned, tried: list, static_fns: dict, aten_fns: dict,
                       tensors: dict, ref, ref_norm: float, deadline: float, st: Stats,

@@ -15,6 +15,10 @@ reuse an ID, as with seeds. `--since V` keeps only problems whose newest version
 so the oldest band can have its own ID first (session 16: `--before 2.2.0` as one ID, then
 `--before 2.5.0 --since 2.2.0 --part K/2` for the rest). On a machine of several GPUs, `--part K/N` gives each GPU its own
 disjoint share under its own ID (`datasets/collect_gpus.sh N SECONDS dataset ID0 ID1 ...`).
+`--model-top N --model DIR` (collector 2.6.0) also times the model's N top predicted configs
+of each problem as static kernels (spec `timing.model_top`, `timing.model`; DIR as the device
+sees it, e.g. the shipped bundle `python/torch_diode/bundles/KEY/V`), so its likely picks get
+a record of the kernel Inductor compiles (bench/static_pick_split.py).
 """
 from __future__ import annotations
 
@@ -79,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only every N-th problem from the K-th (0-based): N disjoint specs, one per GPU "
                          "(datasets/collect_gpus.sh with one ID each)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many problems of the part (0: all)")
+    ap.add_argument("--model-top", type=int, default=0, metavar="N",
+                    help="also re-time the N configs --model predicts fastest as static kernels (0: off)")
+    ap.add_argument("--model", default="", help="model or bundle directory for --model-top")
     a = ap.parse_args(argv)
     if not re.fullmatch(r"\d{1,20}", a.id):
         ap.error(f"--id {a.id!r}: digits only (it takes a seed's place in file names)")
@@ -106,7 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
-    parse_spec(spec)  # what we write must load
+    if a.model_top or a.model:
+        spec["timing"] = {"model_top": a.model_top, "model": a.model}
+    try:
+        parse_spec(spec)  # what we write must load
+    except ValueError as e:
+        ap.error(str(e))
+    if a.model and not os.path.isfile(os.path.join(a.model, "model.json")):
+        ap.error(f"--model {a.model}: no model.json there")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(spec, f, indent=1)

@@ -7,7 +7,8 @@
   "problems": [ {wire.Problem JSON form}, ... ],
   "timing": {"warmup": 5, "repeats": 20, "min_repeats": 5, "l2_flush": true,
              "config_timeout_s": 5.0, "compile_timeout_s": 600, "budget_ms_per_config": 60.0,
-             "problem_timeout_s": 900, "static_top": 10},
+             "problem_timeout_s": 900, "static_top": 10,
+             "model_top": 0, "model": ""},    # 2.6.0: a model's top picks join the static targets
   "tf32": [false, true],                     # float32 problems are measured once per mode
   "smem_prefilter": true,
   "producer": {"name": "host/gpu0", "public_key": ""}
@@ -41,6 +42,13 @@ class Timing:
     # The fastest Triton configs (and DEFAULT's fastest) re-timed as static-shape kernels,
     # the problem's sizes as literals as Inductor compiles them (engine.retime_static); 0: off.
     static_top: int = 10
+    # The `model_top` configs a model (`model`: a model or bundle directory, e.g. the shipped
+    # one) predicts fastest among the ok Triton entries also join the static targets
+    # (collector 2.6.0), so a model's likely picks get a record of the kernel Inductor would
+    # compile (bench/static_pick_split.py: a pick with a runtime-size record only is read ~10%
+    # slow); 0: off.
+    model_top: int = 0
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,8 @@ def _timing(d: dict, path: str) -> Timing:
                                           Timing.budget_ms_per_config, path)),
         problem_timeout_s=float(_typed(d, "problem_timeout_s", (int, float), Timing.problem_timeout_s, path)),
         static_top=_typed(d, "static_top", int, Timing.static_top, path),
+        model_top=_typed(d, "model_top", int, Timing.model_top, path),
+        model=_typed(d, "model", str, Timing.model, path),
     )
     if not 0 <= t.warmup <= 1000:
         raise SpecError(f"{path}.warmup: {t.warmup} out of range [0, 1000]")
@@ -106,6 +116,13 @@ def _timing(d: dict, path: str) -> Timing:
         raise SpecError(f"{path}.budget_ms_per_config: must be > 0")
     if not 0 <= t.static_top <= 100:
         raise SpecError(f"{path}.static_top: {t.static_top} out of range [0, 100]")
+    if not 0 <= t.model_top <= 20:
+        raise SpecError(f"{path}.model_top: {t.model_top} out of range [0, 20]")
+    if t.model_top and not t.static_top:
+        raise SpecError(f"{path}.model_top: needs the static stage (static_top > 0)")
+    if bool(t.model_top) != bool(t.model):
+        raise SpecError(f"{path}.model_top and {path}.model: give both (a model directory and how many of "
+                        f"its top picks) or neither")
     return t
 
 
