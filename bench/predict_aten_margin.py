@@ -43,24 +43,10 @@ from stats import geomean, p90  # noqa: E402  (one definition for every bench sc
 from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E402  (in Inductor's DEFAULT list)
 from torch_diode.collect.respec import version_of  # noqa: E402  (a shard's collector version)
 from torch_diode.dataset import load_dataset  # noqa: E402
+from torch_diode.collect.respec import problem_key, read_split_list  # noqa: E402,F401  (one definition)
 from torch_diode.hook.ranking import DEFAULT_ATEN_MARGIN, Options, Ranker  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
-
-
-def problem_key(p) -> tuple:
-    """What identifies a problem across the wire format and `diode validate --list-split --json`."""
-    get = (lambda f: p[f]) if isinstance(p, dict) else (lambda f: getattr(p, f))
-    return tuple(get(f) for f in ("op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out",
-                                  "trans_a", "trans_b", "bias"))
-
-
-def read_split_list(path: str) -> set:
-    with open(path) as f:
-        items = json.load(f)
-    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
-        raise SystemExit(f"{path}: expected the JSON list of `diode validate --list-split SPLIT --json`")
-    return {problem_key(x) for x in items}
 
 
 def disturbed(r, max_spread: float) -> bool:

@@ -151,3 +151,18 @@ def test_model_top_goes_into_the_spec(tmp_path, capsys, data):
             respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "9", "--out", str(tmp_path / "t.json"),
                          *args])
         assert message in capsys.readouterr().err
+
+
+def test_split_list_keeps_only_its_problems(tmp_path, data):
+    every = respec.stale_problems(str(data), (2, 5, 0))
+    chosen = every[1::3]
+    listed = tmp_path / "test.json"
+    listed.write_text(json.dumps([{**wire.to_json(p), "problem": "x", "configs": 1} for p in chosen]))
+    out = tmp_path / "s.json"
+    assert respec.main(["--dataset", str(data), "--before", "2.5.0", "--id", "10", "--split-list", str(listed),
+                        "--out", str(out)]) == 0
+    assert list(load_spec(str(out)).problems) == chosen
+    listed.write_text("{}")
+    with pytest.raises(SystemExit, match="expected the JSON list"):
+        respec.main(["--dataset", str(data), "--before", "2.5.0", "--id", "11", "--split-list", str(listed),
+                     "--out", str(out)])

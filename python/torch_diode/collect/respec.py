@@ -18,7 +18,8 @@ disjoint share under its own ID (`datasets/collect_gpus.sh N SECONDS dataset ID0
 `--model-top N --model DIR` (collector 2.6.0) also times the model's N top predicted configs
 of each problem as static kernels (spec `timing.model_top`, `timing.model`; DIR as the device
 sees it, e.g. the shipped bundle `python/torch_diode/bundles/KEY/V`), so its likely picks get
-a record of the kernel Inductor compiles (bench/static_pick_split.py).
+a record of the kernel Inductor compiles (bench/static_pick_split.py). `--split-list LIST`
+keeps the problems of a `diode validate --list-split SPLIT --json` file (the test split first).
 """
 from __future__ import annotations
 
@@ -48,6 +49,29 @@ def parse_version(text: str, flag: str = "--before") -> tuple[int, int, int]:
     if not m:
         raise ValueError(f"{flag} {text!r}: expected MAJOR.MINOR.PATCH, e.g. 2.2.0")
     return tuple(int(x) for x in m.groups())
+
+
+def problem_key(p) -> tuple:
+    """What identifies a problem across the wire format (a wire.Problem) and the problem list
+    of `diode validate --list-split SPLIT --json` (a dict): the bench scripts use it too."""
+    get = (lambda f: p[f]) if isinstance(p, dict) else (lambda f: getattr(p, f))
+    return tuple(get(f) for f in ("op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out",
+                                  "trans_a", "trans_b", "bias"))
+
+
+def read_split_list(path: str) -> set:
+    """problem_key of every problem of a `diode validate --list-split SPLIT --json` file."""
+    try:
+        with open(path) as f:
+            items = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{path}: cannot read a split list: {e}")
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise SystemExit(f"{path}: expected the JSON list of `diode validate --list-split SPLIT --json`")
+    try:
+        return {problem_key(x) for x in items}
+    except KeyError as e:
+        raise SystemExit(f"{path}: a problem without {e}: not a `diode validate --list-split --json` list")
 
 
 def stale_problems(dataset_dir: str, before: tuple[int, int, int],
@@ -83,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only every N-th problem from the K-th (0-based): N disjoint specs, one per GPU "
                          "(datasets/collect_gpus.sh with one ID each)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many problems of the part (0: all)")
+    ap.add_argument("--split-list", metavar="LIST",
+                    help="only the problems of this `diode validate --list-split SPLIT --json` file "
+                         "(e.g. the test split first, so a model's regret is read on re-collected records)")
     ap.add_argument("--model-top", type=int, default=0, metavar="N",
                     help="also re-time the N configs --model predicts fastest as static kernels (0: off)")
     ap.add_argument("--model", default="", help="model or bundle directory for --model-top")
@@ -104,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--since {a.since} must be below --before {a.before}")
     if not os.path.isdir(a.dataset):
         ap.error(f"--dataset {a.dataset}: not a folder")
-    probs = stale_problems(a.dataset, before, since)[k::n]
+    probs = stale_problems(a.dataset, before, since)
+    if a.split_list:
+        keep = read_split_list(a.split_list)
+        probs = [p for p in probs if problem_key(p) in keep]
+    probs = probs[k::n]
     if a.limit:
         probs = probs[:a.limit]
     if not probs:
