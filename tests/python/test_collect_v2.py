@@ -613,6 +613,15 @@ def _fake_static_engine(monkeypatch, p, static_top, compile_error=(), mismatch=(
     return e, compiled, timed
 
 
+def _timer_by_block_m(timed: list, us: dict, aten_fn, aten_us: float):
+    """A fake BatchTimer: a static launch reads us[its BLOCK_M], ATen's launch aten_us; each
+    call appends the launch's BLOCK_M ("aten" for ATen) to `timed`."""
+    def repeat(fn, n):
+        timed.append(getattr(fn, "block_m", "aten"))
+        return [us[fn.block_m] if fn is not aten_fn else aten_us] * n
+    return type("T", (), {"repeat": staticmethod(repeat)})()
+
+
 def _chase_problem():
     """A small fp32 mm, its inputs, output buffer and runtime kernel class (CPU tensors)."""
     import torch
@@ -662,12 +671,7 @@ def test_static_chase_times_a_first_pass_winner_as_a_static_kernel(monkeypatch):
     us = {16: 1.10, 32: 1.12, 64: 1.20, 128: 1.25, 8: 1.30}
     eng_, compiled, timed = _fake_static_engine(monkeypatch, p, static_top=2)
     aten_fn = object()
-
-    def repeat(fn, n):
-        timed.append(getattr(fn, "block_m", "aten"))
-        return [us[fn.block_m] if fn is not aten_fn else 1.3] * n
-
-    eng_.timer = type("T", (), {"repeat": staticmethod(repeat)})()
+    eng_.timer = _timer_by_block_m(timed, us, aten_fn, 1.3)
     st = Stats()
     pl = Planned(0, p, False, "mm", top + [lucky, lucky2, lucky3, slow, aten], 0.0)
     eng_._static_stage(pl, tensors, ref, float(ref.norm()), deadline=time.perf_counter() + 60, st=st,
@@ -802,8 +806,8 @@ def test_static_targets_add_a_models_picks_after_the_rest():
     assert base == ["b", "a", "e"]
     # picks not yet targets join at the end in the model's order; a pick already there, twice,
     # or not an ok entry (not in times) adds nothing
-    assert plan.static_targets(times, {"e"}, 2, picks=["d", "b", "d", "zz", "c"]) == base + ["d", "c"]
-    assert plan.static_targets(times, {"e"}, 0, picks=["d"]) == []   # no static stage, no picks
+    assert plan.pick_targets(base, ["d", "b", "d", "zz", "c"], times) == ["d", "c"]
+    assert plan.pick_targets(plan.static_targets(times, {"e"}, 0), ["d"], times) == []   # no static stage, no picks
 
 
 class _FakeRanking:
@@ -881,12 +885,7 @@ def test_static_stage_times_the_models_picks_as_static_kernels(monkeypatch):
     monkeypatch.setattr("torch_diode.hook.ranking.config_key", lambda c: (c.template, c.block_m))
     us = {16: 1.10, 32: 1.12, 64: 1.05}                                   # the pick's static kernel is the fastest
     aten_fn = object()
-
-    def repeat(fn, n):
-        timed.append(getattr(fn, "block_m", "aten"))
-        return [us[fn.block_m] if fn is not aten_fn else 1.3] * n
-
-    eng_.timer = type("T", (), {"repeat": staticmethod(repeat)})()
+    eng_.timer = _timer_by_block_m(timed, us, aten_fn, 1.3)
     st = Stats()
     eng_._static_stage(Planned(0, p, False, "mm", entries, 0.0), tensors, ref, float(ref.norm()),
                        deadline=time.perf_counter() + 60, st=st, runtime_fns={id(aten): aten_fn})

@@ -267,11 +267,10 @@ class Engine:
         tm = self.spec.timing
         ok = {id(e): e for e in pl.entries if e.status == "ok" and e.is_triton and e.samples and e.kc}
         times = {k: summarize(e.samples).median for k, e in ok.items()}
-        picks = self._model_picks(pl.problem, ok)
-        targets = [ok[k] for k in plan.static_targets(times, {k for k, e in ok.items() if e.default},
-                                                      tm.static_top, picks=picks)]
-        st.static_model = len(targets) - len(plan.static_targets(
-            times, {k for k, e in ok.items() if e.default}, tm.static_top))
+        keys = plan.static_targets(times, {k for k, e in ok.items() if e.default}, tm.static_top)
+        added = plan.pick_targets(keys, self._model_picks(pl.problem, ok), times)
+        st.static_model = len(added)
+        targets = [ok[k] for k in keys + added]
         fns = self._compile_static(pl, targets, tensors, ref, ref_norm, deadline, st)
         aten = [e for e in pl.entries if e.status == "ok" and not e.is_triton and id(e) in runtime_fns]
         aten_fns = {id(e): runtime_fns[id(e)] for e in aten}

@@ -150,14 +150,12 @@ def contenders(times: dict, factor: float = CONTENDER_FACTOR, limit: int = MAX_C
 STATIC_NEAR_FACTOR = 1.04
 
 
-def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NEAR_FACTOR,
-                   picks: list = ()) -> list:
+def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NEAR_FACTOR) -> list:
     """Keys of the entries to re-time as static-shape kernels: the `top` fastest of
     `times` (key -> median, ok Triton entries only) and any other within `near` x the
     fastest, at most 2 x top in all; then the fastest DEFAULT-list entry (`defaults`:
     keys) when it is not among them, so the record that stands for max-autotune DEFAULT
-    is timed the way Inductor runs it too. Fastest first; then `picks` (a model's top
-    predicted keys, collector 2.6.0) not already among them, in their order."""
+    is timed the way Inductor runs it too. Fastest first."""
     if top <= 0 or not times:
         return []
     order = sorted(times, key=lambda k: (times[k], str(k)))
@@ -166,8 +164,17 @@ def static_targets(times: dict, defaults: set, top: int, near: float = STATIC_NE
     dflt = [k for k in order if k in defaults]
     if dflt and dflt[0] not in out:
         out.append(dflt[0])
-    out += [k for k in dict.fromkeys(picks) if k in times and k not in out]
     return out
+
+
+def pick_targets(targets: list, picks: list, times: dict) -> list:
+    """The keys of `picks` (a model's top predicted entries, collector 2.6.0) that join the
+    static targets: those not already `targets` and with a time (ok entries), once each, in
+    the model's order; none when there are no targets (no static stage)."""
+    if not targets:
+        return []
+    have = set(targets)
+    return [k for k in dict.fromkeys(picks) if k in times and k not in have]
 
 
 def chase_targets(times: dict, static: set, limit: int) -> list:

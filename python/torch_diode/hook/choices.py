@@ -151,9 +151,7 @@ class DiodeChoicesMixin:
                 # lost to it on 10 of 11 such workloads (Options.aten_shortcut, ranking.py)
                 rec.configs_in, rec.configs_kept = len(rankable), 0
                 rec.margin, rec.predict_ms = ranking.margin, (time.perf_counter() - t0) * 1e3
-                rec.predicted = "aten"
-                state.stats.record(rec, predict_s)
-                return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
+                return _aten_alone(state, rec, candidates, own, call_base, predict_s)
             kept_idx = ranking.kept
             kept = {id(rankable[i]) for i in kept_idx}
             filtered = {uid: [k for k in v if not extract.is_rankable(k) or id(k) in kept]
@@ -271,10 +269,11 @@ def _aten_predicted_fastest(options: Options, aten_score: float, triton_scores) 
     return aten_score - math.log1p(options.aten_margin) < best_triton
 
 
-def _aten_alone(state, rec, candidates: dict, own: list, call_base):
-    """Predict mode's hand-over of the op's ATen kernel alone (nothing benchmarked), recorded."""
+def _aten_alone(state, rec, candidates: dict, own: list, call_base, predict_s: float = 0.0):
+    """The hand-over of the op's ATen kernel alone (nothing benchmarked), recorded: predict
+    mode's, and top-k mode's ATen shortcut (with the ranking's `predict_s`)."""
     rec.predicted = "aten"
-    state.stats.record(rec)
+    state.stats.record(rec, predict_s)
     return call_base(_only(candidates, _cublas_choice(candidates, own[0])))
 
 
