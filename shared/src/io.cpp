@@ -2,12 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 namespace diode::io {
@@ -19,17 +19,34 @@ namespace {
 }  // namespace
 
 std::string read_file(const std::string& path, size_t max_bytes) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw std::runtime_error("cannot read " + path + ": " + ec.message());
+  // One descriptor for the size and the bytes: a file replaced by rename between a stat of
+  // the path and a second open would be read as the new file cut to the old size (a torn
+  // index.json while a publisher renames a new one over it). The open file cannot change
+  // under us that way. A file truncated in place while read is an error; one appended to in
+  // place (a log) reads as its first fstat-size bytes, a prefix it really had.
+  // O_NONBLOCK: a FIFO at the path is refused below instead of blocking the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) sys_fail("cannot read", path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) sys_fail("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error("cannot read " + path + ": not a regular file");
+  const auto size = static_cast<size_t>(st.st_size);
   if (size > max_bytes)
     throw std::runtime_error(path + " is " + std::to_string(size) + " bytes, more than the limit of " +
                              std::to_string(max_bytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
   std::string data(size, '\0');
-  in.read(data.data(), static_cast<std::streamsize>(size));
-  if (static_cast<size_t>(in.gcount()) != size) throw std::runtime_error("short read on " + path);
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, data.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) sys_fail("cannot read", path);
+    if (n == 0) throw std::runtime_error("short read on " + path + ": it shrank while being read");
+    got += static_cast<size_t>(n);
+  }
   return data;
 }
 
