@@ -95,7 +95,9 @@ from stats import geomean, quantile, ratio  # noqa: E402
 
 REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")
-SHIPPED = os.path.join(PYTHON_DIR, "torch_diode", "bundles", "nvidia-h100-80gb")
+SHIPPED = os.path.join(PYTHON_DIR, "torch_diode", "bundles")
+# The hardware the CPU paths (--dry-run, --smoke-cpu) take the shipped model of: no GPU to detect.
+CPU_HARDWARE_KEY = "nvidia-h100-80gb"
 
 COMPILE_MODES = ("plain", "default", "diode_predict", "diode_top5", "exhaustive", "diode_exhaustive",
                  "diode_predict_cd")
@@ -323,10 +325,24 @@ def build(spec: dict, dtype, device):
     raise ValueError(f"unknown workload kind {kind}")
 
 
-def shipped_model_dir() -> str | None:
-    """The newest shipped H100 model directory (inside its signed bundle)."""
-    vs = sorted((int(v), v) for v in os.listdir(SHIPPED) if v.isdigit()) if os.path.isdir(SHIPPED) else []
-    return os.path.join(SHIPPED, vs[-1][1]) if vs else None
+def detected_hardware_key() -> str | None:
+    """The hardware key `import torch_diode` detects (DIODE_HARDWARE_KEY, else the GPU), asked
+    in a subprocess (the driver never imports torch); None where neither names one."""
+    code = ("import json; from torch_diode.hook.api import get_detected_hardware as g; "
+            "print(json.dumps(g().get('hardware_key')))")
+    with tempfile.TemporaryDirectory(prefix="diode_hw_") as tmp:
+        rc, out, err, _ = _popen([sys.executable, "-c", code], _env(tmp), 120)
+    if rc != 0:
+        raise RuntimeError(f"hardware detection failed (rc {rc}): {(err or '')[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def shipped_model_dir(hardware_key: str) -> str | None:
+    """The newest model directory (inside its signed bundle) the package ships for the
+    hardware: the model `import torch_diode` installs there with no configuration."""
+    root = os.path.join(SHIPPED, hardware_key)
+    vs = sorted((int(v), v) for v in os.listdir(root) if v.isdigit()) if os.path.isdir(root) else []
+    return os.path.join(root, vs[-1][1]) if vs else None
 
 
 def plain_model_copy(src: str, dst_root: str) -> str:
@@ -1067,7 +1083,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="shipped",
                     help="torch_diode model or bundle directory; 'shipped' (default): the package's newest "
-                         "nvidia-h100-80gb bundle, its model files used as a plain model directory")
+                         "bundle for the detected hardware (DIODE_HARDWARE_KEY, else the GPU; "
+                         f"{CPU_HARDWARE_KEY} on the CPU paths), its model files used as a plain model directory")
     ap.add_argument("--out", help="output directory (results*.json, table*.md, the collector's shard)")
     ap.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma list of {MODES}")
     ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS), help=f"comma list of {list(WORKLOADS)}")
@@ -1156,9 +1173,11 @@ def main(argv=None) -> int:
     work_dir = tempfile.mkdtemp(prefix="diode_e2e_")
     try:
         if a.model == "shipped":
-            src = shipped_model_dir()
+            cpu_only = a.dry_run or a.smoke_cpu
+            hw = CPU_HARDWARE_KEY if cpu_only else detected_hardware_key()
+            src = shipped_model_dir(hw) if hw else None
             if src is None and any(m.startswith("diode") for m in modes):
-                ap.error(f"no shipped model under {SHIPPED}: pass --model DIR")
+                ap.error(f"no shipped model for hardware {hw!r} under {SHIPPED}: pass --model DIR")
             a.model = plain_model_copy(src, work_dir) if src else None
             model_src = src
         elif a.model:

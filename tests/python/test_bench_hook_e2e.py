@@ -294,3 +294,17 @@ def test_autotune_summary_keeps_aten_time_when_triton_wins():
     none = b.autotune_summary("bmm", {tri[0]: 0.01})
     assert none["extern_best_ms"] is None and none["extern_best"] is None and none["choices"] == 1
     assert b.autotune_summary("mm", {})["best_ms"] is None
+
+
+def test_shipped_model_follows_the_detected_hardware(monkeypatch):
+    """--model shipped takes the package's newest bundle for the hardware import torch_diode
+    detects (here named by DIODE_HARDWARE_KEY), never one hardware's model for every GPU."""
+    shipped = ROOT / "python" / "torch_diode" / "bundles"
+    keys = sorted(p.name for p in shipped.iterdir() if p.is_dir() and any(v.name.isdigit() for v in p.iterdir()))
+    assert keys, "the package ships bundles"
+    for key in keys:
+        monkeypatch.setenv("DIODE_HARDWARE_KEY", key)
+        assert b.detected_hardware_key() == key
+        newest = max(int(v.name) for v in (shipped / key).iterdir() if v.name.isdigit())
+        assert b.shipped_model_dir(key) == str(shipped / key / str(newest))
+    assert b.shipped_model_dir("nvidia-a100-80gb") is None
