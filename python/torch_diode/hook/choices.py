@@ -209,11 +209,10 @@ class DiodeChoicesMixin:
         rec.configs_in = len(rankable)
         rec.margin = ranking.margin
         decide = ranking.scores
-        if scores_aten and state.options.aten_margin > 0:
-            # ATen wins unless a Triton config is predicted faster by more than the margin
-            # (Options.aten_margin: cuBLAS is rarely far from the best, a wrong Triton pick can be)
+        if scores_aten:
             decide = ranking.scores.copy()
-            decide[len(rankable)] -= math.log1p(state.options.aten_margin)
+            decide[len(rankable)] = _aten_decision_score(state.options, float(decide[len(rankable)]))
+        # stable: on a tie the Triton configs (listed first) win, as in _aten_predicted_fastest
         order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
         picked = None
         for i in order:
@@ -261,12 +260,20 @@ class DiodeChoicesMixin:
         return out
 
 
+def _aten_decision_score(options: Options, aten_score: float) -> float:
+    """ATen's score as predict mode ranks it among the Triton configs' (log-time scores):
+    lowered by `aten_margin`, so ATen wins unless a Triton config is predicted faster by more
+    than that share (Options.aten_margin: cuBLAS is rarely far from the best, a wrong Triton
+    pick can be). The one definition of the rule; top-k's shortcut uses it too."""
+    return aten_score - math.log1p(options.aten_margin)
+
+
 def _aten_predicted_fastest(options: Options, aten_score: float, triton_scores) -> bool:
-    """Predict mode's rule for top-k mode: the op's ATen kernel is predicted faster than every
-    Triton config by more than `aten_margin` (a tie goes to Triton, as in _diode_predict's
-    stable argsort where the Triton configs come first)."""
+    """Predict mode's choice would be the op's ATen kernel (for top-k mode's shortcut): its
+    decision score is below every Triton config's (a tie goes to Triton, as in
+    _diode_predict's stable argsort where the Triton configs come first)."""
     best_triton = float(triton_scores.min()) if len(triton_scores) else math.inf
-    return aten_score - math.log1p(options.aten_margin) < best_triton
+    return _aten_decision_score(options, aten_score) < best_triton
 
 
 def _aten_alone(state, rec, candidates: dict, own: list, call_base, predict_s: float = 0.0):
