@@ -894,3 +894,38 @@ def test_static_stage_times_the_models_picks_as_static_kernels(monkeypatch):
     assert pick.static and pick.samples == [1.05] * 30 and not other.static
     assert st.static_model == 1 and st.static == 3 and st.static_beaten == 0
     assert timed[:4] == [16, 32, 64, "aten"]                              # one round: targets, the pick, ATen
+
+
+def test_model_picks_with_the_shipped_model_on_real_records():
+    """The path a GPU run of timing.model_top takes, on CPU: the shipped H100 bundle loaded as
+    the engine loads it (Ranker(load_model_dir)), ranking the Triton configs an H100 collector
+    measured for one committed problem. Its picks are model_top distinct ok entries, and they
+    are informative: their measured times sit well below the problem's median config."""
+    import glob
+    import statistics
+    from torch_diode.collect.space import Offered
+    from torch_diode.dataset import load_dataset
+    from torch_diode.hook.ranking import Ranker
+    from torch_diode.model import load_model_dir
+
+    bundles = sorted(glob.glob(str(_ROOT / "python/torch_diode/bundles/nvidia-h100-80gb/*/model.json")))
+    shards = sorted(glob.glob(str(_ROOT / "datasets/nvidia-h100-80gb/*recollect*.msgpack.gz")))
+    if not bundles or not shards:
+        pytest.skip("needs the shipped H100 bundle and a committed H100 re-collection")
+
+    @dataclass
+    class E:
+        offered: Offered
+        median_us: float
+
+    problem, recs = next(iter(load_dataset(shards[0]).shards[0].records_by_problem()))
+    ok = {i: E(Offered(r.config.template, {}, r.config), r.median_us)
+          for i, r in enumerate(recs) if r.config.is_triton and r.status == "ok" and r.median_us > 0}
+    assert len(ok) > 100
+    eng, logged = _engine_with(Ranker(load_model_dir(str(pathlib.Path(bundles[-1]).parent))), model_top=10)
+    picks = eng._model_picks(problem, ok)
+    assert not logged, logged
+    assert len(picks) == 10 and len(set(picks)) == 10 and set(picks) <= set(ok)
+    median = statistics.median(e.median_us for e in ok.values())
+    picked = statistics.geometric_mean(ok[k].median_us for k in picks)
+    assert picked < 0.8 * median, (picked, median)
