@@ -12,13 +12,34 @@
 # with it (the default); new seeds use dataset2.
 #   bash datasets/collect.sh 2026112504 200 540
 #   bash datasets/collect.sh 2026112510 200 540 dataset2
+#   DIODE_MODEL_TOP=10 bash datasets/collect.sh 2026112527 200 540 dataset2   # + the shipped model's top 10 as static kernels
 set -euo pipefail
 seed=$1; n=$2; secs=$3; mix=${4:-dataset}
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TORCH_DIODE_AUTO_INSTALL=0
 D=.carry/collect-$seed; mkdir -p "$D"
 spec=$D/spec.json
+# DIODE_MODEL_TOP=N (collector 2.6.0, opt-in): a newly drawn spec also times the N configs
+# that the package's shipped model for this GPU predicts fastest as static kernels
+# (timing.model_top), so the model's likely picks get a record of the kernel Inductor
+# compiles (docs/collector.md). A spec already on the machine is kept as it is.
+model_args=()
+if [ ! -f "$spec" ] && [ "${DIODE_MODEL_TOP:-0}" != 0 ]; then
+  model=$(python -c 'from torch_diode.hook import sources
+from torch_diode.hook.api import get_detected_hardware
+key = get_detected_hardware().get("hardware_key")
+c = sources.shipped_bundle(key) if key else None
+print(key or "")
+print(c.path if c else "")')
+  model_key=$(sed -n 1p <<<"$model"); model_dir=$(sed -n 2p <<<"$model")
+  if [ -z "$model_dir" ]; then
+    echo "DIODE_MODEL_TOP=$DIODE_MODEL_TOP: the package ships no model for this GPU (hardware key '${model_key:-unknown}')" >&2
+    exit 2
+  fi
+  echo "seed $seed: timing.model_top $DIODE_MODEL_TOP with $model_dir"
+  model_args=(--model-top "$DIODE_MODEL_TOP" --model "$model_dir")
+fi
 [ -f "$spec" ] || python -m torch_diode.collect.sample --n "$n" --seed "$seed" --mix "$mix" \
-  --shard-id "dataset-mix${mix#dataset}/$seed" --out "$spec"
+  --shard-id "dataset-mix${mix#dataset}/$seed" "${model_args[@]}" --out "$spec"
 # Resume after the last problem collected: in this machine's parts (.carry survives while
 # it stays warm) or in the files committed under datasets/ (named ...-SEED-pFIRST-LAST),
 # so a fresh machine does not collect a committed problem again.

@@ -253,3 +253,28 @@ def test_resume_skips_problems_committed_under_datasets(tmp_path):
     log, _ = p.communicate(timeout=120)
     assert "problems 2.. of 3" in log, log
     assert "stub collector: first 2" in (out / "2026990001" / "log-2.txt").read_text()
+
+
+def test_model_top_draws_a_spec_with_the_shipped_model_of_the_gpu(tmp_path):
+    """DIODE_MODEL_TOP=N: the drawn spec times the N top picks of the package's newest bundle
+    for the detected hardware (DIODE_HARDWARE_KEY here, no GPU); with no model for the
+    hardware the script stops before collecting, saying why."""
+    work, out, env = _setup(tmp_path)
+    shipped = REPO / "python/torch_diode/bundles/nvidia-h100-80gb"
+    newest = max((d for d in shipped.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+    env["DIODE_PACKAGE_MODELS"] = "1"   # conftest turns the package's models off for the tests
+    p = _run(work, dict(env, DIODE_MODEL_TOP="10", DIODE_HARDWARE_KEY="nvidia-h100-80gb"))
+    log, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, log
+    timing = json.loads((work / ".carry/collect-2026990001/spec.json").read_text())["timing"]
+    assert timing["model_top"] == 10
+    assert pathlib.Path(timing["model"]).resolve() == newest.resolve()
+
+    (tmp_path / "other").mkdir()
+    work, out, env = _setup(tmp_path / "other")
+    env["DIODE_PACKAGE_MODELS"] = "1"
+    p = _run(work, dict(env, DIODE_MODEL_TOP="10", DIODE_HARDWARE_KEY="nvidia-a100-sxm4-80gb"))
+    log, _ = p.communicate(timeout=120)
+    assert p.returncode == 2, log
+    assert "ships no model for this GPU (hardware key 'nvidia-a100-sxm4-80gb')" in log
+    assert not (work / ".carry/collect-2026990001/spec.json").exists()

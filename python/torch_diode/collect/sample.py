@@ -331,6 +331,10 @@ def main(argv=None) -> int:
                          "spec: hardware, timing and priority from TEMPLATE, the sweep from this sample")
     ap.add_argument("--name", help="--manifest-from: the new manifest's name (default: template's name-seed)")
     ap.add_argument("--problems-per-shard", type=int, default=10, help="--manifest-from: shard size")
+    ap.add_argument("--model-top", type=int, default=0,
+                    help="collector 2.6.0: also time the N configs --model predicts fastest as static "
+                         "kernels (spec timing.model_top; 0: off), as respec's --model-top")
+    ap.add_argument("--model", default="", help="model or bundle directory for --model-top, as the collector sees it")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     ops, dtypes = tuple(a.ops.split(",")), tuple(a.dtypes.split(","))
@@ -352,8 +356,15 @@ def main(argv=None) -> int:
             "problems": [wire.to_json(p) for p in probs]}
     if a.mix != "lognormal":
         spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
-    from .spec import parse_spec
-    parse_spec(spec)  # what we write must load
+    if a.model_top or a.model:
+        if a.model and not os.path.isfile(os.path.join(a.model, "model.json")):
+            ap.error(f"--model {a.model}: no model.json there")
+        spec["timing"] = {"model_top": a.model_top, "model": a.model}
+    from .spec import SpecError, parse_spec
+    try:
+        parse_spec(spec)  # what we write must load
+    except SpecError as e:
+        ap.error(str(e))
     with open(a.out, "w") as f:
         json.dump(spec, f, indent=1)
     return 0
