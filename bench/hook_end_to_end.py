@@ -883,7 +883,8 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
     if any(r.get("smoke") for r in results):
         lines += ["**CPU SMOKE RUN: tiny shapes, CPU wall times: not a measurement.**", ""]
     lines += [f"torch_diode end-to-end: {meta.get('device') or '?'}, torch {meta.get('torch') or '?'}, "
-              f"triton {meta.get('triton') or '?'}, model {meta.get('model_id') or meta.get('model')}; "
+              f"triton {meta.get('triton') or '?'}, model {meta.get('model_id') or meta.get('model')}"
+              + (f" (for {meta['model_hardware_key']})" if meta.get("model_hardware_key") else "") + "; "
               f"GPU us = median per call of the kernels' CUPTI durations, cold L2; compile s = first call, cold "
               f"caches (collector rows: the problem's collection wall, all ~1,400 configs); best = min(collector "
               f"EXHAUSTIVE incl. ATen, eager cuBLAS); x = ratio; GEMM autotuned = GEMMs Inductor autotuned "
@@ -1206,7 +1207,7 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
         return 1
     meta = {"argv": sys.argv, "part": a.part, "plan": plan, "modes": modes, "dry_run": a.dry_run,
             "workloads": {w: WORKLOADS[w] for w in workloads}, "dtype_override": a.dtype, "model": model_src,
-            "model_id": pre.get("model_id"), "reps": a.reps, "top_k": a.top_k, "threshold": a.threshold,
+            "model_id": pre.get("model_id"), "model_hardware_key": pre.get("model_hardware_key"), "reps": a.reps, "top_k": a.top_k, "threshold": a.threshold,
             "budget_s": a.budget_s, "torch": pre.get("torch")}
     results: list[dict] = []
 
