@@ -1207,7 +1207,8 @@ def _drive(a, modes, workloads, suffix, plan, model_src) -> int:
         return 1
     meta = {"argv": sys.argv, "part": a.part, "plan": plan, "modes": modes, "dry_run": a.dry_run,
             "workloads": {w: WORKLOADS[w] for w in workloads}, "dtype_override": a.dtype, "model": model_src,
-            "model_id": pre.get("model_id"), "model_hardware_key": pre.get("model_hardware_key"), "reps": a.reps, "top_k": a.top_k, "threshold": a.threshold,
+            "model_id": pre.get("model_id"), "model_hardware_key": pre.get("model_hardware_key"),
+            "reps": a.reps, "top_k": a.top_k, "threshold": a.threshold,
             "budget_s": a.budget_s, "torch": pre.get("torch")}
     results: list[dict] = []
 

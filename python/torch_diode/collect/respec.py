@@ -31,7 +31,7 @@ import sys
 
 from .. import wire
 from ..dataset import load_dataset
-from .spec import parse_spec
+from .spec import add_model_top_arguments, model_top_timing, parse_spec
 
 VERSION = r"(\d+)\.(\d+)\.(\d+)"  # MAJOR.MINOR.PATCH, in a shard's collector and in --before
 COLLECTOR = re.compile(rf"^torch_diode\.collect {VERSION}$")
@@ -110,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split-list", metavar="LIST",
                     help="only the problems of this `diode validate --list-split SPLIT --json` file "
                          "(e.g. the test split first, so a model's regret is read on re-collected records)")
-    ap.add_argument("--model-top", type=int, default=0, metavar="N",
-                    help="also re-time the N configs --model predicts fastest as static kernels (0: off)")
-    ap.add_argument("--model", default="", help="model or bundle directory for --model-top")
+    add_model_top_arguments(ap)
     a = ap.parse_args(argv)
     if not re.fullmatch(r"\d{1,20}", a.id):
         ap.error(f"--id {a.id!r}: digits only (it takes a seed's place in file names)")
@@ -144,14 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
-    if a.model_top or a.model:
-        spec["timing"] = {"model_top": a.model_top, "model": a.model}
     try:
+        timing = model_top_timing(a.model_top, a.model)
+        if timing:
+            spec["timing"] = timing
         parse_spec(spec)  # what we write must load
     except ValueError as e:
         ap.error(str(e))
-    if a.model and not os.path.isfile(os.path.join(a.model, "model.json")):
-        ap.error(f"--model {a.model}: no model.json there")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(spec, f, indent=1)

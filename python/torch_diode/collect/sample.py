@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 
 from .. import wire
+from .spec import SpecError, add_model_top_arguments, model_top_timing, parse_spec
 
 LOG_MEAN = {"m": 6.5725, "n": 5.9139, "k": 6.2049}
 LOG_STD = {"m": 2.5562, "n": 1.6697, "k": 2.1647}
@@ -331,10 +332,7 @@ def main(argv=None) -> int:
                          "spec: hardware, timing and priority from TEMPLATE, the sweep from this sample")
     ap.add_argument("--name", help="--manifest-from: the new manifest's name (default: template's name-seed)")
     ap.add_argument("--problems-per-shard", type=int, default=10, help="--manifest-from: shard size")
-    ap.add_argument("--model-top", type=int, default=0,
-                    help="collector 2.6.0: also time the N configs --model predicts fastest as static "
-                         "kernels (spec timing.model_top; 0: off), as respec's --model-top")
-    ap.add_argument("--model", default="", help="model or bundle directory for --model-top, as the collector sees it")
+    add_model_top_arguments(ap)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     ops, dtypes = tuple(a.ops.split(",")), tuple(a.dtypes.split(","))
@@ -356,12 +354,10 @@ def main(argv=None) -> int:
             "problems": [wire.to_json(p) for p in probs]}
     if a.mix != "lognormal":
         spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
-    if a.model_top or a.model:
-        if a.model and not os.path.isfile(os.path.join(a.model, "model.json")):
-            ap.error(f"--model {a.model}: no model.json there")
-        spec["timing"] = {"model_top": a.model_top, "model": a.model}
-    from .spec import SpecError, parse_spec
     try:
+        timing = model_top_timing(a.model_top, a.model)
+        if timing:
+            spec["timing"] = timing
         parse_spec(spec)  # what we write must load
     except SpecError as e:
         ap.error(str(e))

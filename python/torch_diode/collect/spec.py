@@ -18,6 +18,7 @@ Unknown keys are errors (a typo must not silently change a sweep).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from .. import wire
@@ -211,3 +212,24 @@ def spec_to_json(s: Spec) -> dict:
             "timing": dict(s.timing.__dict__), "tf32": list(s.tf32),
             "smem_prefilter": s.smem_prefilter,
             "producer": {"name": s.producer_name, "public_key": s.producer_key}}
+
+
+def add_model_top_arguments(ap) -> None:
+    """--model-top N --model DIR for a tool that writes a spec (respec, sample): collector
+    2.6.0's timing.model_top and timing.model, checked by model_top_timing."""
+    ap.add_argument("--model-top", type=int, default=0, metavar="N",
+                    help="also time the N configs --model predicts fastest as static kernels "
+                         "(spec timing.model_top; 0: off)")
+    ap.add_argument("--model", default="",
+                    help="model or bundle directory for --model-top, as the collector will see it")
+
+
+def model_top_timing(model_top: int, model: str) -> dict | None:
+    """The spec's `timing` block for --model-top/--model, or None when neither is given.
+    SpecError for a --model directory without model.json; parse_spec checks the rest
+    (both or neither, the range)."""
+    if not model_top and not model:
+        return None
+    if model and not os.path.isfile(os.path.join(model, "model.json")):
+        raise SpecError(f"--model {model}: no model.json there")
+    return {"model_top": model_top, "model": model}
