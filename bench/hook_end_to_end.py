@@ -768,6 +768,17 @@ GOALS = (  # name, metric, threshold, what
 )
 
 
+# What each predict goal reads: (ratio, GEMM workloads only). One table for diode_predict and
+# for the predict_cd rows (the same goals judged on diode_predict_cd, where it ran).
+PREDICT_GOAL_KEYS = {
+    "predict_compile_vs_plain": ("compile_x_plain", False),
+    "predict_compile_vs_default": ("compile_x_default", False),
+    "predict_gpu_vs_default": ("gpu_x_default", True),
+    "predict_gpu_vs_best": ("gpu_x_best", True),
+    "predict_gpu_vs_cublas_max": ("gpu_x_cublas", False),
+}
+CD_PREFIX = "predict_cd_"
+
 ORACLE = "oracle_gpu_vs_default@info"
 ORACLE_ROW = ((ORACLE, "geomean", 0.90,
                "min(best, DEFAULT GPU) / DEFAULT GPU (GEMMs): the lowest predict_gpu_vs_default any "
@@ -829,15 +840,11 @@ def goals(rows: dict) -> list[dict]:
     def col(mode, key, gemm_only):
         return [r["modes"].get(mode, {}).get(key) for r in rows.values() if r["gemm"] or not gemm_only]
 
-    vals = {
-        "predict_compile_vs_plain": col("diode_predict", "compile_x_plain", False),
-        "predict_compile_vs_default": col("diode_predict", "compile_x_default", False),
-        "predict_gpu_vs_default": col("diode_predict", "gpu_x_default", True),
-        "predict_gpu_vs_best": col("diode_predict", "gpu_x_best", True),
-        "predict_gpu_vs_cublas_max": col("diode_predict", "gpu_x_cublas", False),
+    vals = {g: col("diode_predict", key, gemm_only) for g, (key, gemm_only) in PREDICT_GOAL_KEYS.items()}
+    vals.update({
         "top5_gpu_vs_cublas_max": col("diode_top5", "gpu_x_cublas", False),
         "top5_gpu_vs_best": col("diode_top5", "gpu_x_best", True),
-    }
+    })
     # information, not goals: the GEMM ratios over the workloads where max-autotune DEFAULT
     # autotuned a GEMM template (M = 1 is a reduction there, the hook is not asked)
     tuned = [r for r in rows.values() if r["gemm"] and r.get("default_autotuned")]
@@ -852,11 +859,20 @@ def goals(rows: dict) -> list[dict]:
         if r["gemm"]:
             d = r["modes"].get("default", {}).get("gpu_us")
             vals[ORACLE].append(ratio(min(r["best_us"], d), d) if r["best_us"] and d else None)
+    # The same predict goals for predict + coordinate descent, where that opt-in mode ran: the
+    # alternative predict configuration (docs/hook.md, Modes), judged side by side on one run.
+    cd_goals = ()
+    if any("diode_predict_cd" in r["modes"] for r in rows.values()):
+        cd_goals = tuple((CD_PREFIX + g[len("predict_"):], m, t, w.replace("diode_predict", "diode_predict_cd"))
+                         for g, m, t, w in GOALS if g.startswith("predict_"))
+        for name, _, _, _ in cd_goals:
+            key, gemm_only = PREDICT_GOAL_KEYS["predict_" + name[len(CD_PREFIX):]]
+            vals[name] = col("diode_predict_cd", key, gemm_only)
     out = []
     for name, metric, thr, what in GOALS + tuple(
             (g + "@autotuned", m, t, w.replace("(GEMMs)", "").replace("(GEMM workloads)", "") +
              "(GEMMs that DEFAULT autotuned; information)")
-            for g, m, t, w in GOALS if g + "@autotuned" in vals) + ORACLE_ROW:
+            for g, m, t, w in GOALS if g + "@autotuned" in vals) + cd_goals + ORACLE_ROW:
         xs = [x for x in vals[name] if x is not None]
         v = (geomean(xs) if metric == "geomean" else max(xs)) if xs else None
         res = "N/A" if v is None else ("PASS" if v <= thr else "FAIL")

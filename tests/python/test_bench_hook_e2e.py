@@ -115,6 +115,30 @@ def test_oracle_info_row_bounds_predict_vs_default():
     assert (f"| {b.ORACLE} | {math.sqrt(0.85):.3f} (geomean) | (goal <= 0.9) | 2/2 | **info** |") in md
 
 
+def test_predict_cd_goals_only_where_that_mode_ran():
+    """The predict goals judged again on diode_predict_cd (predict + coordinate descent), as
+    rows of their own, only when that opt-in mode ran; the diode_predict goals are unchanged."""
+    ws = ["l3_kv_m4", "vit_fc1_b8", "mlp_block"]
+    base = {x["goal"]: x for x in b.summarize(_synthetic(), ws)["goals"]}
+    assert not any(g.startswith(b.CD_PREFIX) for g in base)
+    # predict_cd: compile 3.0 s on the GEMMs (1.5x plain, 0.3x DEFAULT), 6.0 s on the model
+    # (1.5x plain, 0.3x DEFAULT); GPU 7.0 us on the GEMMs (0.7x DEFAULT), 90 us on the model
+    res = _synthetic() + [_r("l3_kv_m4", "diode_predict_cd", 3.0, 7.0), _r("vit_fc1_b8", "diode_predict_cd", 3.0, 7.0),
+                          _r("mlp_block", "diode_predict_cd", 6.0, 90.0)]
+    g = {x["goal"]: x for x in b.summarize(res, ws)["goals"]}
+    assert {k: g[k]["value"] for k in base} == pytest.approx({k: v["value"] for k, v in base.items()})
+    cd = {k[len(b.CD_PREFIX):]: v for k, v in g.items() if k.startswith(b.CD_PREFIX)}
+    assert set(cd) == {"compile_vs_plain", "compile_vs_default", "gpu_vs_default", "gpu_vs_best", "gpu_vs_cublas_max"}
+    assert cd["compile_vs_plain"]["value"] == pytest.approx(1.5) and cd["compile_vs_plain"]["result"] == "FAIL"
+    assert cd["compile_vs_default"]["value"] == pytest.approx(0.3) and cd["compile_vs_default"]["result"] == "PASS"
+    assert cd["gpu_vs_default"]["n"] == 2 and cd["gpu_vs_default"]["value"] == pytest.approx(0.7)
+    assert cd["gpu_vs_best"]["value"] == pytest.approx(math.sqrt((7 / 8.5) * (7 / 20)))
+    assert cd["gpu_vs_cublas_max"]["value"] == pytest.approx(0.9) and cd["gpu_vs_cublas_max"]["n"] == 3
+    assert "diode_predict_cd GPU / DEFAULT GPU" in cd["gpu_vs_default"]["what"]
+    md = b.table_md(res, ws, list(b.DEFAULT_MODES) + ["diode_predict_cd"], {})
+    assert "| predict_cd_compile_vs_plain | 1.500 (geomean) | <= 1.3 | 3/3 | **FAIL** |" in md
+
+
 def test_goal_without_data_is_na_and_failed_runs_do_not_count():
     res = [_r("l3_kv_m4", "plain", 2.0, 12.0, eager_us=10.0), _r("l3_kv_m4", "default", 10.0, 10.0),
            _r("l3_kv_m4", "diode_predict", None, None, status="error")]
