@@ -278,3 +278,27 @@ def test_model_top_draws_a_spec_with_the_shipped_model_of_the_gpu(tmp_path):
     assert p.returncode == 2, log
     assert "ships no model for this GPU (hardware key 'nvidia-a100-sxm4-80gb')" in log
     assert not (work / ".carry/collect-2026990001/spec.json").exists()
+
+
+def test_model_top_is_on_by_default_where_a_model_ships(tmp_path):
+    """Unset DIODE_MODEL_TOP means 10 where the package ships a model for the GPU; where
+    none ships the spec is drawn without timing.model_top and the log says why (only an
+    explicit N stops); DIODE_MODEL_TOP=0 turns it off even where a model ships."""
+    def spec_timing(sub, **extra):
+        (tmp_path / sub).mkdir()
+        work, out, env = _setup(tmp_path / sub)
+        env["DIODE_PACKAGE_MODELS"] = "1"   # conftest turns the package's models off for the tests
+        env.pop("DIODE_MODEL_TOP", None)
+        p = _run(work, dict(env, **extra))
+        log, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, log
+        return json.loads((work / ".carry/collect-2026990001/spec.json").read_text()).get("timing"), log
+
+    timing, log = spec_timing("h100", DIODE_HARDWARE_KEY="nvidia-h100-80gb")
+    assert timing["model_top"] == 10 and "nvidia-h100-80gb" in timing["model"], log
+    timing, log = spec_timing("a100", DIODE_HARDWARE_KEY="nvidia-a100-sxm4-80gb")
+    assert timing is None or "model_top" not in timing
+    assert "ships no model for this GPU (hardware key 'nvidia-a100-sxm4-80gb'): the spec is drawn without" in log
+    timing, log = spec_timing("off", DIODE_HARDWARE_KEY="nvidia-h100-80gb", DIODE_MODEL_TOP="0")
+    assert timing is None or "model_top" not in timing
+    assert "timing.model_top" not in log
