@@ -144,9 +144,18 @@ def test_model_top_goes_into_the_spec(tmp_path, capsys, data):
     assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "8", "--limit", "2",
                         "--model-top", "5", "--model", str(model), "--out", str(out)]) == 0
     spec = load_spec(str(out))
-    assert spec.timing.model_top == 5 and spec.timing.model == str(model)
+    assert spec.timing.model_top == 5 and spec.timing.model == str(model) and spec.timing.extra_models == ()
+    # a candidate beside the shipped model (--also-model): both models' picks are timed
+    other = ROOT / "python/torch_diode/bundles/nvidia-h200-144gb"
+    other = sorted(other.iterdir(), key=lambda d: int(d.name))[-1]
+    assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "8", "--limit", "2", "--model-top", "5",
+                        "--model", str(model), "--also-model", str(other), "--out", str(out)]) == 0
+    assert load_spec(str(out)).timing.extra_models == (str(other),)
     for args, message in ((["--model-top", "5"], "give both"), (["--model-top", "5", "--model", str(tmp_path)],
-                                                                "no model.json")):
+                                                                "no model.json"),
+                          (["--model-top", "5", "--model", str(model), "--also-model", str(tmp_path)],
+                           "--also-model " + str(tmp_path) + ": no model.json"),
+                          (["--also-model", str(other)], "extra_models: needs model and model_top")):
         with pytest.raises(SystemExit):
             respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "9", "--out", str(tmp_path / "t.json"),
                          *args])

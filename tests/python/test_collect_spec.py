@@ -31,7 +31,10 @@ def test_model_top_round_trips():
     s = parse_spec(spec(timing={"model_top": 5, "model": "python/torch_diode/bundles/nvidia-h100-80gb/7"}))
     assert s.timing.model_top == 5 and s.timing.model.endswith("/7")
     assert parse_spec(spec_to_json(s)) == s
-    assert Timing().model_top == 0 and Timing().model == ""
+    assert Timing().model_top == 0 and Timing().model == "" and Timing().extra_models == ()
+    s = parse_spec(spec(timing={"model_top": 5, "model": "a", "extra_models": ["b", "c"]}))
+    assert s.timing.extra_models == ("b", "c")
+    assert parse_spec(json.loads(json.dumps(spec_to_json(s)))) == s
 
 
 def test_round_trip_through_json():
@@ -62,6 +65,11 @@ def test_round_trip_through_json():
     ({"timing": {"model_top": 21, "model": "m"}}, "model_top: 21 out of range"),
     ({"timing": {"model_top": 3, "model": "m", "static_top": 0}}, "needs the static stage"),
     ({"timing": {"model_top": 3, "model": 7}}, "spec.timing.model: expected str"),
+    ({"timing": {"extra_models": ["b"]}}, "extra_models: needs model and model_top"),
+    ({"timing": {"model_top": 3, "model": "a", "extra_models": "b"}}, "extra_models: expected a list of strings"),
+    ({"timing": {"model_top": 3, "model": "a", "extra_models": ["b", 1]}}, "expected a list of strings"),
+    ({"timing": {"model_top": 3, "model": "a", "extra_models": ["a"]}}, "empty or repeated"),
+    ({"timing": {"model_top": 3, "model": "a", "extra_models": ["b", "c", "d", "e"]}}, "at most 3"),
     ({"tf32": []}, "spec.tf32"),
     ({"tf32": [True, True]}, "spec.tf32"),
     ({"producer": {"name": ""}}, "spec.producer"),

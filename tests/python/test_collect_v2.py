@@ -856,6 +856,11 @@ def test_model_picks_are_the_models_top_entries_and_never_fail_a_problem():
     assert eng._model_picks(p, ok) == [] and "model_top skipped" in logged[0]
     eng, _ = _engine_with(None)
     assert eng._model_picks(p, ok) == []
+    # timing.extra_models: each further model's picks join, the first model's first, no repeats;
+    # one that fails adds nothing and the others still count
+    eng, logged = _engine_with(_FakeRanker(order=[2, 0, 1]))
+    eng.extra_pickers = (_FakeRanker(order=[0, 1, 2]), _FakeRanker(error=KeyError("x")))
+    assert eng._model_picks(p, ok) == [102, 100, 101] and "model_top skipped" in logged[0]
 
 
 def test_static_stage_times_the_models_picks_as_static_kernels(monkeypatch):

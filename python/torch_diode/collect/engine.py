@@ -191,6 +191,7 @@ def _pool_init(device: int, nice: int = 0) -> None:
 
 class Engine:
     picker = None   # hook.ranking.Ranker of timing.model (collector 2.6.0); None: no model picks
+    extra_pickers: tuple = ()   # Rankers of timing.extra_models, whose picks join picker's
 
     def __init__(self, spec: Spec, device: int = 0, workers: int | None = None, log=print):
         import torch
@@ -216,8 +217,10 @@ class Engine:
             from ..hook.ranking import Ranker
             from ..model import load_model_dir
             self.picker = Ranker(load_model_dir(spec.timing.model))
+            self.extra_pickers = tuple(Ranker(load_model_dir(m)) for m in spec.timing.extra_models)
+        picks = spec.timing.model_top * (1 + len(spec.timing.extra_models))
         self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(2 * spec.timing.static_top + 1
-                                                                         + spec.timing.model_top, n)),
+                                                                         + picks, n)),
                                                   mp_context=mp.get_context("spawn"),
                                                   initializer=_pool_init, initargs=(device, STATIC_COMPILE_NICE)) \
             if spec.timing.static_top else None
@@ -287,20 +290,25 @@ class Engine:
 
     def _model_picks(self, problem: wire.Problem, ok: dict) -> list:
         """Keys (ids) of the timing.model_top entries of `ok` (id -> ok Triton entry) the
-        model predicts fastest, best first; [] without a model. A model that cannot rank
+        model predicts fastest, best first, then those of each timing.extra_models model not
+        already in (the union, so a candidate's picks are timed as compiled beside the
+        shipped model's); [] without a model. A model that cannot rank
         this problem (e.g. a config its feature table refuses) adds nothing: the static stage
         goes on as in 2.5.0."""
         if self.picker is None or not ok:
             return []
         from ..hook.ranking import Options, config_key
         keys = list(ok)
-        try:
-            r = self.picker.rank_keys(problem, [config_key(ok[k].offered.config) for k in keys],
-                                      Options(top_k=self.spec.timing.model_top, threshold=0.0))
-        except Exception as e:  # never lose a problem's measurement to the model
-            self.log(f"  note: model_top skipped: {type(e).__name__}: {e}")
-            return []
-        return [keys[i] for i in r.kept]
+        cfg_keys = [config_key(ok[k].offered.config) for k in keys]
+        picks: dict = {}   # insertion-ordered set: timing.model's picks first, then each extra model's
+        for picker in [self.picker, *self.extra_pickers]:
+            try:
+                r = picker.rank_keys(problem, cfg_keys, Options(top_k=self.spec.timing.model_top, threshold=0.0))
+            except Exception as e:  # never lose a problem's measurement to a model
+                self.log(f"  note: model_top skipped: {type(e).__name__}: {e}")
+                continue
+            picks.update((keys[i], None) for i in r.kept)
+        return list(picks)
 
     def _static_chase(self, pl: Planned, tried: list, static_fns: dict, aten_fns: dict,
                       tensors: dict, ref, ref_norm: float, deadline: float, st: Stats,

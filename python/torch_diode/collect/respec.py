@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
     try:
-        timing = model_top_timing(a.model_top, a.model)
+        timing = model_top_timing(a.model_top, a.model, a.also_model)
         if timing:
             spec["timing"] = timing
         parse_spec(spec)  # what we write must load

@@ -355,7 +355,7 @@ def main(argv=None) -> int:
     if a.mix != "lognormal":
         spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
     try:
-        timing = model_top_timing(a.model_top, a.model)
+        timing = model_top_timing(a.model_top, a.model, a.also_model)
         if timing:
             spec["timing"] = timing
         parse_spec(spec)  # what we write must load

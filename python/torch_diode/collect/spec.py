@@ -50,6 +50,11 @@ class Timing:
     # slow); 0: off.
     model_top: int = 0
     model: str = ""
+    # Further model directories whose top `model_top` picks join too (the union, `model`'s
+    # first). For the publish gate: records re-collected with one model's picks favour it
+    # against a candidate whose picks were not timed as compiled, so a re-collection that
+    # judges a candidate against the shipped model times both models' picks (docs/collector.md).
+    extra_models: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ def _timing(d: dict, path: str) -> Timing:
         static_top=_typed(d, "static_top", int, Timing.static_top, path),
         model_top=_typed(d, "model_top", int, Timing.model_top, path),
         model=_typed(d, "model", str, Timing.model, path),
+        extra_models=_str_list(d, "extra_models", path),
     )
     if not 0 <= t.warmup <= 1000:
         raise SpecError(f"{path}.warmup: {t.warmup} out of range [0, 1000]")
@@ -124,7 +130,23 @@ def _timing(d: dict, path: str) -> Timing:
     if bool(t.model_top) != bool(t.model):
         raise SpecError(f"{path}.model_top and {path}.model: give both (a model directory and how many of "
                         f"its top picks) or neither")
+    if t.extra_models and not t.model:
+        raise SpecError(f"{path}.extra_models: needs model and model_top")
+    if len(t.extra_models) > MAX_EXTRA_MODELS:
+        raise SpecError(f"{path}.extra_models: {len(t.extra_models)} models, at most {MAX_EXTRA_MODELS}")
+    if any(not m for m in t.extra_models) or len({t.model, *t.extra_models}) != 1 + len(t.extra_models):
+        raise SpecError(f"{path}.extra_models: empty or repeated model directory")
     return t
+
+
+MAX_EXTRA_MODELS = 3  # each model adds up to model_top static kernels per problem
+
+
+def _str_list(d: dict, key: str, path: str) -> tuple[str, ...]:
+    v = d.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise SpecError(f"{path}.{key}: expected a list of strings")
+    return tuple(v)
 
 
 def _problem(d, path: str) -> wire.Problem:
@@ -206,10 +228,19 @@ def load_spec(path: str) -> Spec:
     return parse_spec(raw)
 
 
+def _timing_to_json(t: Timing) -> dict:
+    d = dict(t.__dict__)
+    if t.extra_models:
+        d["extra_models"] = list(t.extra_models)
+    else:
+        del d["extra_models"]  # specs without it read as before
+    return d
+
+
 def spec_to_json(s: Spec) -> dict:
     return {"shard_id": s.shard_id, "sweep_id": s.sweep_id, "search_space": s.search_space,
             "problems": [wire.to_json(p) for p in s.problems],
-            "timing": dict(s.timing.__dict__), "tf32": list(s.tf32),
+            "timing": _timing_to_json(s.timing), "tf32": list(s.tf32),
             "smem_prefilter": s.smem_prefilter,
             "producer": {"name": s.producer_name, "public_key": s.producer_key}}
 
@@ -222,14 +253,21 @@ def add_model_top_arguments(ap) -> None:
                          "(spec timing.model_top; 0: off)")
     ap.add_argument("--model", default="",
                     help="model or bundle directory for --model-top, as the collector will see it")
+    ap.add_argument("--also-model", action="append", default=[], metavar="DIR",
+                    help="another model whose top --model-top picks are timed too (repeatable; spec "
+                         "timing.extra_models): a candidate beside the shipped --model, for a fair publish gate")
 
 
-def model_top_timing(model_top: int, model: str) -> dict | None:
-    """The spec's `timing` block for --model-top/--model, or None when neither is given.
-    SpecError for a --model directory without model.json; parse_spec checks the rest
-    (both or neither, the range)."""
-    if not model_top and not model:
+def model_top_timing(model_top: int, model: str, also: list[str] | tuple[str, ...] = ()) -> dict | None:
+    """The spec's `timing` block for --model-top/--model/--also-model, or None when none is
+    given. SpecError for a model directory without model.json; parse_spec checks the rest
+    (both or neither, the range, --also-model only with --model)."""
+    if not model_top and not model and not also:
         return None
-    if model and not os.path.isfile(os.path.join(model, "model.json")):
-        raise SpecError(f"--model {model}: no model.json there")
-    return {"model_top": model_top, "model": model}
+    for flag, d in [("--model", model)] * bool(model) + [("--also-model", m) for m in also]:
+        if not os.path.isfile(os.path.join(d, "model.json")):
+            raise SpecError(f"{flag} {d}: no model.json there")
+    timing = {"model_top": model_top, "model": model}
+    if also:
+        timing["extra_models"] = list(also)
+    return timing
