@@ -5,8 +5,14 @@
 # wall on a fresh machine), and a 2- or 4-GPU machine (nvidia-h100-x2/-x4, nvidia-h200-x2/-x4)
 # has 16 cores per GPU like the one-GPU kinds, so N GPUs collect N seeds in the time of one.
 #
-#   bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]
+#   bash datasets/collect_gpus.sh N SECONDS MIX SLOT [SLOT ...]
 #   bash datasets/collect_gpus.sh 200 480 dataset2 2026112518 2026112520
+#   bash datasets/collect_gpus.sh 200 470 dataset2 2026112611+2026112530 2026112612+2026112531
+#
+# A SLOT is one seed, or seeds joined by '+' that run one after another on the slot's GPU
+# within the same SECONDS: the next starts with the time the previous left (when at least
+# 60 s), so a GPU that finishes a short re-collection goes on with a new seed instead of
+# idling for the rest of the call.
 #
 # N problems per seed, SECONDS and MIX as in datasets/collect.sh (which resumes each seed
 # where it stopped). One seed per GPU, at most as many as there are GPUs, never the same seed
@@ -24,36 +30,49 @@
 # (DIODE_OUT_MINIMAL=1: only the parts come back, whatever the number of seeds).
 set -euo pipefail
 if (($# < 4)); then
-  echo "usage: bash datasets/collect_gpus.sh N SECONDS MIX SEED [SEED ...]" >&2
+  echo "usage: bash datasets/collect_gpus.sh N SECONDS MIX SLOT [SLOT ...]  (SLOT: SEED or SEED+SEED...)" >&2
   exit 2
 fi
 n=$1; secs=$2; mix=$3; shift 3
-seeds=("$@")
+slots=("$@")   # one per GPU
+seeds=()       # every seed of every slot
+for slot in "${slots[@]}"; do
+  if ! [[ $slot =~ ^[0-9]+(\+[0-9]+)*$ ]]; then
+    echo "collect_gpus: '$slot' is not a seed or seeds joined by '+'" >&2
+    exit 2
+  fi
+  IFS=+ read -ra chain <<< "$slot"
+  seeds+=("${chain[@]}")
+done
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)
 skip=${DIODE_SKIP_GPUS:-0}
 if ! [[ $skip =~ ^[0-9]+$ ]] || ((skip >= gpus)); then
   echo "collect_gpus: DIODE_SKIP_GPUS=$skip must be a whole number below the $gpus GPUs" >&2
   exit 2
 fi
-if ((${#seeds[@]} > gpus - skip)); then
-  echo "collect_gpus: ${#seeds[@]} seeds but $gpus GPUs ($skip left to other work): one seed per GPU" >&2
+if ((${#slots[@]} > gpus - skip)); then
+  echo "collect_gpus: ${#slots[@]} seeds but $gpus GPUs ($skip left to other work): one seed (or '+' chain) per GPU" >&2
   exit 2
 fi
 if [ "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ]; then
   echo "collect_gpus: a seed is given twice (two collectors would write the same parts)" >&2
   exit 2
 fi
-if ((${#seeds[@]} > 4)); then
-  echo "collect_gpus: at most 4 seeds (the device returns at most 8 files)" >&2
+if ((${#slots[@]} > 4)); then
+  echo "collect_gpus: at most 4 seeds, one per GPU (the device returns at most 8 files)" >&2
+  exit 2
+fi
+if ((${#seeds[@]} > 8)); then
+  echo "collect_gpus: ${#seeds[@]} seeds in all, at most 8 (one part each comes back; the device returns at most 8 files)" >&2
   exit 2
 fi
 # Each GPU's share of the cores (a skipped GPU's work counts as one more collector); a
 # collector's compile workers leave one core of its share to the collector itself.
-share=$(( $(nproc) / (${#seeds[@]} + skip) ))
+share=$(( $(nproc) / (${#slots[@]} + skip) ))
 workers=$((share - 1))
 ((workers >= 1)) || workers=1
-# Only the parts come back with 3 or 4 seeds, or when DIODE_OUT_MINIMAL=1 asks (other work of
-# the same call needs its share of the device's 8 files).
+# Only the parts come back with 3 or more seeds (chained ones included), or when
+# DIODE_OUT_MINIMAL=1 asks (other work of the same call needs its share of the device's 8 files).
 minimal=${DIODE_OUT_MINIMAL:-0}
 ((${#seeds[@]} <= 2)) || minimal=1
 # With GPUs left to other work the collectors run on the cores above those GPUs' shares
@@ -68,22 +87,39 @@ if ((skip > 0)) && command -v taskset > /dev/null; then
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p .carry
-echo "collect_gpus: ${#seeds[@]} seeds on GPUs $skip-$((skip + ${#seeds[@]} - 1)) of $gpus, $workers compile workers each, $secs s, mix $mix${pin:+, ${pin[*]}}"
+echo "collect_gpus: ${#seeds[@]} seeds on GPUs $skip-$((skip + ${#slots[@]} - 1)) of $gpus, $workers compile workers each, $secs s, mix $mix${pin:+, ${pin[*]}}"
+# One slot: its seeds one after another, each with the seconds the ones before it left.
+run_slot() {
+  local gpu=$1 slot=$2 start=$SECONDS left seed chain rc=0
+  IFS=+ read -ra chain <<< "$slot"
+  for seed in "${chain[@]}"; do
+    left=$((secs - (SECONDS - start)))
+    if ((seed != chain[0] && left < 60)); then
+      echo "collect_gpus: seed $seed (GPU $gpu) not started: $left s left of $secs" | tee ".carry/collect_gpus-$seed.log" >&2
+      continue
+    fi
+    CUDA_VISIBLE_DEVICES=$gpu DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
+      ${pin[@]+"${pin[@]}"} bash "$here/collect.sh" "$seed" "$n" "$left" "$mix" > ".carry/collect_gpus-$seed.log" 2>&1 || {
+      echo "collect_gpus: seed $seed (GPU $gpu): collect.sh failed" >&2
+      rc=1
+    }
+  done
+  return $rc
+}
 pids=()
-for i in "${!seeds[@]}"; do
-  CUDA_VISIBLE_DEVICES=$((skip + i)) DIODE_COMPILE_WORKERS=$workers DIODE_OUT_MINIMAL=$minimal \
-    "${pin[@]}" bash "$here/collect.sh" "${seeds[$i]}" "$n" "$secs" "$mix" > ".carry/collect_gpus-${seeds[$i]}.log" 2>&1 &
+for i in "${!slots[@]}"; do
+  run_slot $((skip + i)) "${slots[$i]}" &
   pids+=($!)
 done
 rc=0
-for i in "${!pids[@]}"; do
-  if ! wait "${pids[$i]}"; then
-    echo "collect_gpus: seed ${seeds[$i]} (GPU $((skip + i))): collect.sh failed" >&2
-    rc=1
-  fi
+for pid in "${pids[@]}"; do
+  wait "$pid" || rc=1
 done
-for i in "${!seeds[@]}"; do
-  echo "== seed ${seeds[$i]} on GPU $((skip + i))"
-  tail -12 ".carry/collect_gpus-${seeds[$i]}.log"
+for i in "${!slots[@]}"; do
+  IFS=+ read -ra chain <<< "${slots[$i]}"
+  for seed in "${chain[@]}"; do
+    echo "== seed $seed on GPU $((skip + i))"
+    tail -12 ".carry/collect_gpus-$seed.log"
+  done
 done
 exit $rc

@@ -125,9 +125,9 @@ def test_resume_skips_problems_already_on_the_machine(tmp_path):
     assert "stub collector: first 2" in (out / "2026990001" / "log-2.txt").read_text()
 
 
-def _gpus(work, env, gpus, *seeds):
+def _gpus(work, env, gpus, *seeds, secs="60"):
     env = dict(env, FAKE_GPUS=str(gpus))
-    return subprocess.run(["bash", str(REPO / "datasets/collect_gpus.sh"), "3", "60", "dataset2", *seeds],
+    return subprocess.run(["bash", str(REPO / "datasets/collect_gpus.sh"), "3", secs, "dataset2", *seeds],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -157,10 +157,38 @@ def test_three_seeds_bring_back_their_parts_only(tmp_path):
     assert "gpu 2" in (work / ".carry/collect-2026990003/log-0.txt").read_text()
 
 
+def test_chained_seeds_run_one_after_another_on_their_gpu(tmp_path):
+    """SEED+SEED: the second seed runs on the same GPU after the first, with the seconds the
+    first left (the stub takes ~1 s of the 100); parts only come back, as with 3 seeds."""
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, env, 2, "2026990001+2026990003", "2026990002", secs="100")
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    assert files == sorted(f"{s}/part-000.msgpack" for s in ("2026990001", "2026990002", "2026990003"))
+    assert "gpu 0" in (work / ".carry/collect-2026990003/log-0.txt").read_text()
+    assert "gpu 1" in (work / ".carry/collect-2026990002/log-0.txt").read_text()
+    log3 = (work / ".carry/collect_gpus-2026990003.log").read_text()
+    left = int(log3.split("problems 0.. of 3 for ")[1].split(" s")[0])
+    assert 60 <= left < 100, log3   # what the first seed left of the slot's 100 s
+    assert r.stdout.index("== seed 2026990001 on GPU 0") < r.stdout.index("== seed 2026990003 on GPU 0")
+
+
+def test_a_chained_seed_without_a_minute_left_is_not_started(tmp_path):
+    work, out, env = _setup(tmp_path)
+    r = _gpus(work, env, 1, "2026990001+2026990002", secs="61")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "seed 2026990002 (GPU 0) not started" in r.stderr
+    assert not (out / "2026990002").exists()
+
+
 @pytest.mark.parametrize("gpus, seeds, why", [
     (1, ("2026990001", "2026990002"), "2 seeds but 1 GPUs"),
     (2, ("2026990001", "2026990001"), "given twice"),
+    (2, ("2026990001+2026990002", "2026990002"), "given twice"),
     (8, tuple(str(2026990001 + i) for i in range(5)), "at most 4 seeds"),
+    (4, tuple(f"{2026990001 + i}+{2026990011 + i}+{2026990021 + i}" for i in range(3)), "9 seeds in all, at most 8"),
+    (2, ("2026990001+", "2026990002"), "is not a seed or seeds joined by '+'"),
+    (2, ("abc",), "is not a seed"),
 ])
 def test_refuses_what_cannot_work(tmp_path, gpus, seeds, why):
     work, out, env = _setup(tmp_path)
