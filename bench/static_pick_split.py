@@ -49,20 +49,25 @@ def tile(c) -> tuple:
     return (c.template, c.block_m, c.block_n, c.block_k)
 
 
-def split_rows(model, datasets, keep=None, max_spread: float = 0.0) -> list[dict]:
+def split_rows(model, datasets, keep=None, max_spread: float = 0.0, top: int = 10) -> list[dict]:
     """Per problem: the top-1 pick's regret, whether its record is timed as compiled, and for
-    a runtime-size pick the regret of the best static record of the same tile (None if none)."""
+    a runtime-size pick the regret of the best static record of the same tile (None if none);
+    and how many of the model's `top` best-scored records are timed as compiled. That share is
+    what makes two models' top-5/top-10 comparable: a re-collection with one model's picks
+    (collector timing.model_top) raises it for that model only (docs/collector.md)."""
     ranker = Ranker(model)
     rows = []
     for p, recs in problems_of(datasets, keep, max_spread):
         r = ranker.rank_keys(p, [config_key(x.config) for x in recs], Options(top_k=1, threshold=0.0))
-        i = min(range(len(recs)), key=lambda j: (r.scores[j], j))
+        order = sorted(range(len(recs)), key=lambda j: (r.scores[j], j))  # ties to the first, as validate
         best = min(x.median_us for x in recs)
-        pick = recs[i]
+        pick = recs[order[0]]
         sib = [x.median_us for x in recs if x.flags & FLAG_STATIC and tile(x.config) == tile(pick.config)]
         rows.append({"problem": p, "regret": pick.median_us / best, "compiled": timed_as_compiled(pick),
                      "best_compiled": any(timed_as_compiled(x) and x.median_us == best for x in recs),
-                     "same_tile_static": min(sib) / best if sib and not timed_as_compiled(pick) else None})
+                     "same_tile_static": min(sib) / best if sib and not timed_as_compiled(pick) else None,
+                     "top": len(order[:top]),
+                     "top_compiled": sum(timed_as_compiled(recs[j]) for j in order[:top])})
     return rows
 
 
@@ -70,8 +75,10 @@ def summary(rows: list[dict]) -> dict:
     comp = [r["regret"] for r in rows if r["compiled"]]
     run = [r for r in rows if not r["compiled"]]
     sib = [r["same_tile_static"] for r in run if r["same_tile_static"] is not None]
+    n_top = sum(r.get("top", 0) for r in rows)
     return {"problems": len(rows), "top1": geomean([r["regret"] for r in rows]),
             "best_is_compiled": sum(r["best_compiled"] for r in rows),
+            "top_picks": n_top, "top_picks_compiled": sum(r.get("top_compiled", 0) for r in rows),
             "compiled": {"problems": len(comp), "top1": geomean(comp) if comp else None},
             "runtime_size": {"problems": len(run), "top1": geomean([r["regret"] for r in run]) if run else None,
                              "with_same_tile_static": len(sib),
@@ -88,10 +95,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-spread", type=float, default=0.0,
                     help="leave out records whose IQR exceeds this x their median (diode validate's --max-spread)")
     ap.add_argument("--per-problem", action="store_true", help="print every runtime-size pick")
+    ap.add_argument("--top", type=int, default=10,
+                    help="also count how many of the model's TOP best-scored records are timed as compiled (default 10)")
     ap.add_argument("--json", help="write the summary here")
     a = ap.parse_args(argv)
     keep = read_split_list(a.split_list) if a.split_list else None
-    rows = split_rows(load_model_dir(a.model), a.datasets, keep, a.max_spread)
+    if a.top < 1:
+        ap.error("--top: at least 1")
+    rows = split_rows(load_model_dir(a.model), a.datasets, keep, a.max_spread, a.top)
     if not rows:
         print("static_pick_split: no problem with an ATen record and a DEFAULT config", file=sys.stderr)
         return 1
@@ -107,6 +118,8 @@ def main(argv=None) -> int:
     print(f"runtime-size picks with a static record of the same tile: {rt['with_same_tile_static']} of "
           f"{rt['problems']}, whose best is {fmt(rt['same_tile_static_best'])} (the runtime-size picks' geomean "
           f"with it in their place: {fmt(rt['top1_if_same_tile_static'])})")
+    print(f"the model's top {a.top} picks timed as compiled (static or ATen): {s['top_picks_compiled']} of "
+          f"{s['top_picks']} ({s['top_picks_compiled'] / max(1, s['top_picks']):.1%})")
     if a.per_problem:
         for r in sorted((r for r in rows if not r["compiled"]), key=lambda r: -r["regret"]):
             p = r["problem"]

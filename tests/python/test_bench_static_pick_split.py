@@ -48,6 +48,10 @@ def test_summary_splits_the_geomean_and_substitutes_the_same_tile():
     assert rt["with_same_tile_static"] == 1 and rt["same_tile_static_best"] == pytest.approx(1.0)
     assert rt["top1_if_same_tile_static"] == pytest.approx(1.44 ** 0.5)
     assert s["top1"] == pytest.approx((1.21 * 1.44) ** (1 / 3))
+    assert s["top_picks"] == 0 and s["top_picks_compiled"] == 0   # rows without the top-k count
+    rows = [dict(r, top=10, top_compiled=c) for r, c in zip(rows, (10, 3, 0))]
+    s = sps.summary(rows)
+    assert s["top_picks"] == 30 and s["top_picks_compiled"] == 13
 
 
 @needs_model_tools
@@ -64,4 +68,6 @@ def test_all_problems_is_diode_validates_top1(tmp_path):
     assert s["problems"] == val["problems"]
     assert s["top1"] == pytest.approx(val["model"]["top1"]["geomean"], rel=1e-9)
     assert s["compiled"]["problems"] + s["runtime_size"]["problems"] == s["problems"]
-    assert s["runtime_size"]["problems"] > 0  # the split this script exists for
+    # the top-10 count: up to 10 picks a problem (fewer where it has fewer records)
+    assert s["problems"] < s["top_picks"] <= 10 * s["problems"] and 0 < s["top_picks_compiled"] <= s["top_picks"]
+    assert s["top_picks_compiled"] >= s["compiled"]["problems"] > 0
