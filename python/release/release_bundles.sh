@@ -154,6 +154,16 @@ for hw in "${hardware[@]}"; do
     "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate > "$w/gate.txt" 2>&1 || rc=$?
     if ((rc == 3)); then
       grep '^gate:' "$w/gate.txt" >&2 || true
+      # Whether the records favour the shipped model (docs/collector.md, timing.model_top): how
+      # many of each model's top 10 picks the test records time as compiled. A candidate with a
+      # lower share is read slower on top-5/10 than it would run; re-collect with both models'
+      # picks (respec --also-model) before judging it again.
+      if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
+        for m in "$w/model" "$prev"; do
+          echo "$m: $("${PYTHON:-python3}" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
+            --split-list "$w/test-split.json" "$data" 2> /dev/null | tail -1)"
+        done | tee -a "$w/gate.txt" >&2 || true
+      fi
       echo "release_bundles: $hw: the candidate is not better_or_equal than shipped version $(basename "$prev") on the test split; not published ($w/gate.txt)" >&2
       kept+=("$hw (version $(basename "$prev"))"); continue
     elif ((rc != 0)); then
