@@ -863,11 +863,11 @@ def goals(rows: dict) -> list[dict]:
     # alternative predict configuration (docs/hook.md, Modes), judged side by side on one run.
     cd_goals = ()
     if any("diode_predict_cd" in r["modes"] for r in rows.values()):
-        cd_goals = tuple((CD_PREFIX + g[len("predict_"):], m, t, w.replace("diode_predict", "diode_predict_cd"))
-                         for g, m, t, w in GOALS if g.startswith("predict_"))
-        for name, _, _, _ in cd_goals:
-            key, gemm_only = PREDICT_GOAL_KEYS["predict_" + name[len(CD_PREFIX):]]
-            vals[name] = col("diode_predict_cd", key, gemm_only)
+        for g, m, t, w in GOALS:
+            if g in PREDICT_GOAL_KEYS:
+                name = CD_PREFIX + g[len("predict_"):]
+                vals[name] = col("diode_predict_cd", *PREDICT_GOAL_KEYS[g])
+                cd_goals += ((name, m, t, w.replace("diode_predict", "diode_predict_cd")),)
     out = []
     for name, metric, thr, what in GOALS + tuple(
             (g + "@autotuned", m, t, w.replace("(GEMMs)", "").replace("(GEMM workloads)", "") +

@@ -31,7 +31,7 @@ import sys
 
 from .. import wire
 from ..dataset import load_dataset
-from .spec import add_model_top_arguments, model_top_timing, parse_spec
+from .spec import add_model_top_arguments, finish_spec
 
 VERSION = r"(\d+)\.(\d+)\.(\d+)"  # MAJOR.MINOR.PATCH, in a shard's collector and in --before
 COLLECTOR = re.compile(rf"^torch_diode\.collect {VERSION}$")
@@ -143,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = {"shard_id": f"dataset-recollect/{a.id}", "sweep_id": "dataset-recollect",
             "search_space": "EXHAUSTIVE", "problems": [wire.to_json(p) for p in probs], "tf32": [True]}
     try:
-        timing = model_top_timing(a.model_top, a.model, a.also_model)
-        if timing:
-            spec["timing"] = timing
-        parse_spec(spec)  # what we write must load
+        finish_spec(spec, a)
     except ValueError as e:
         ap.error(str(e))
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 
 from .. import wire
-from .spec import SpecError, add_model_top_arguments, model_top_timing, parse_spec
+from .spec import SpecError, add_model_top_arguments, finish_spec
 
 LOG_MEAN = {"m": 6.5725, "n": 5.9139, "k": 6.2049}
 LOG_STD = {"m": 2.5562, "n": 1.6697, "k": 2.1647}
@@ -355,10 +355,7 @@ def main(argv=None) -> int:
     if a.mix != "lognormal":
         spec["tf32"] = [True]  # the mix's float32 problems are measured with TF32 on only
     try:
-        timing = model_top_timing(a.model_top, a.model, a.also_model)
-        if timing:
-            spec["timing"] = timing
-        parse_spec(spec)  # what we write must load
+        finish_spec(spec, a)
     except SpecError as e:
         ap.error(str(e))
     with open(a.out, "w") as f:

@@ -258,6 +258,17 @@ def add_model_top_arguments(ap) -> None:
                          "timing.extra_models): a candidate beside the shipped --model, for a fair publish gate")
 
 
+def finish_spec(spec: dict, args) -> dict:
+    """A spec dict a tool (respec, sample) is about to write, completed with the `timing` block
+    of its add_model_top_arguments options and checked to load (parse_spec); SpecError (a
+    ValueError) otherwise. Returns `spec`."""
+    timing = model_top_timing(args.model_top, args.model, args.also_model)
+    if timing:
+        spec["timing"] = timing
+    parse_spec(spec)  # what we write must load
+    return spec
+
+
 def model_top_timing(model_top: int, model: str, also: list[str] | tuple[str, ...] = ()) -> dict | None:
     """The spec's `timing` block for --model-top/--model/--also-model, or None when none is
     given. SpecError for a model directory without model.json; parse_spec checks the rest
