@@ -158,10 +158,17 @@ for hw in "${hardware[@]}"; do
       # many of each model's top 10 picks the test records time as compiled. A candidate with a
       # lower share is read slower on top-5/10 than it would run; re-collect with both models'
       # picks (respec --also-model) before judging it again.
+      # The script imports torch: the project's venv (.ci/setup) has it, a bare python3 may not.
+      py=${PYTHON:-python3}
+      if [ -z "${PYTHON:-}" ] && [ -x "$repo/.venv/bin/python" ]; then py="$repo/.venv/bin/python"; fi
       if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
         for m in "$w/model" "$prev"; do
-          echo "$m: $("${PYTHON:-python3}" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
-            --split-list "$w/test-split.json" "$data" 2> /dev/null | tail -1)"
+          if share=$("$py" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
+                --split-list "$w/test-split.json" "$data" 2> "$w/static-pick-split.err"); then
+            echo "$m: $(tail -1 <<< "$share")"
+          else
+            echo "$m: bench/static_pick_split.py failed with $py ($w/static-pick-split.err): $(tail -1 "$w/static-pick-split.err")"
+          fi
         done | tee -a "$w/gate.txt" >&2 || true
       fi
       echo "release_bundles: $hw: the candidate is not better_or_equal than shipped version $(basename "$prev") on the test split; not published ($w/gate.txt)" >&2
