@@ -35,6 +35,8 @@
 #   --work DIR          trained models and logs (default ${TMPDIR:-/tmp}/diode-release)
 #   --shipped DIR       the package's bundle directory (default python/torch_diode/bundles)
 #   --hardware KEY      only this key (repeatable)
+#   --datasets DIR      the datasets root, one <hardware key>/ folder of shards each (default
+#                       datasets/ of the repository)
 #   --np N              MPI ranks (default 2)
 #   --epochs N          (default 150)   --seed N (default 1)
 #   --seeds S1,S2,...   train one model per seed and ship the one with the lowest top-1
@@ -55,7 +57,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
 np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
-hardware=() tested=() shipped=""
+hardware=() tested=() shipped="" datasets="$repo/datasets"
 while (($#)); do
   case $1 in
     --keys) keys=$2; shift 2 ;;
@@ -64,6 +66,7 @@ while (($#)); do
     --work) work=$2; shift 2 ;;
     --shipped) shipped=$2; shift 2 ;;
     --hardware) hardware+=("$2"); shift 2 ;;
+    --datasets) datasets=$2; shift 2 ;;
     --np) np=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
@@ -80,6 +83,7 @@ done
 
 die() { echo "release_bundles: $*" >&2; exit 2; }
 [ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
+datasets=$(cd "$datasets" && pwd) || die "no datasets directory $datasets"
 keys=$(cd "$keys" && pwd) || die "no key directory $keys"
 [ -f "$keys/root.pub" ] && [ -d "$keys/targets" ] || die "$keys has no root.pub / targets/ (diode keys init)"
 case "$keys/" in "$repo"/*) die "the key directory $keys is inside the repository: keep private keys out of it" ;; esac
@@ -87,18 +91,18 @@ train="$build/models/diode-train" diode="$build/cli/diode"
 [ -x "$train" ] && [ -x "$diode" ] || die "$train or $diode not built (--build DIR)"
 command -v mpirun >/dev/null || die "mpirun not found"
 if ((${#hardware[@]} == 0)); then
-  for d in "$repo"/datasets/*/; do
+  for d in "$datasets"/*/; do
     ls "$d"*.msgpack.gz >/dev/null 2>&1 && hardware+=("$(basename "$d")")
   done
 fi
-((${#hardware[@]})) || die "no datasets/<hardware>/ with shards"
+((${#hardware[@]})) || die "no $datasets/<hardware>/ with shards"
 
 shipped="${shipped:-$repo/python/torch_diode/bundles}" results="$repo/python/release/validate"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
 failed=() done_=() kept=()
 for hw in "${hardware[@]}"; do
-  data="$repo/datasets/$hw" w="$work/$hw"
+  data="$datasets/$hw" w="$work/$hw"
   echo "== $hw" >&2
   ((dry)) || rm -rf "$w"
   mkdir -p "$w"

@@ -336,3 +336,81 @@ def test_release_script_first_release_of_a_hardware_has_no_gate(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "diode validate --model" in r.stderr and "--gate" not in r.stderr, r.stderr
     assert not (tmp_path / "reg" / H100).exists()
+
+
+def _release_stubs(tmp_path) -> pathlib.Path:
+    """A build directory whose diode-train copies the shipped H100 model as its candidate
+    (with the validation line the script chooses seeds by) and whose diode answers the gate
+    "worse" (exit 3), lists every problem for `--list-split test`, and passes the rest of
+    validate/verify: the script's gate-kept branch, in seconds, without training."""
+    build = tmp_path / "build"
+    (build / "models").mkdir(parents=True)
+    (build / "cli").mkdir()
+    shipped = ROOT / "python" / "torch_diode" / "bundles" / H100
+    model = sorted(shipped.iterdir())[-1]
+    train = build / "models" / "diode-train"
+    train.write_text(f"""#!/usr/bin/env bash
+while (($#)); do [ "$1" = --out ] && out=$2; shift; done
+mkdir -p "$out" && cp {model}/model.json {model}/weights.msgpack "$out"/
+echo "validation (2 problems): overall top-1 1.0300 p90 1.0500  top-5 1.0100"
+""")
+    diode = build / "cli" / "diode"
+    diode.write_text(f"""#!/usr/bin/env bash
+case " $* " in
+  *" --gate "*) echo "gate: candidate is WORSE than shipped (stub)"; exit 3 ;;
+  *" --list-split test "*) args=(); for a in "$@"; do [ "$a" = test ] && a=all; args+=("$a"); done
+                           exec {DIODE} "${{args[@]}}" ;;
+  *" validate "*) echo '{{}}' ;;
+  *" verify "*) ;;
+  *) exit 9 ;;
+esac
+""")
+    train.chmod(0o755)
+    diode.chmod(0o755)
+    return build
+
+
+def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp_path):
+    """When the gate keeps the shipped model, the script prints, for the candidate and the
+    shipped model, how many of their top 10 picks the test records time as compiled
+    (bench/static_pick_split.py), since a re-collection with one model's picks favours it.
+    Session 19's release printed empty lines there: the script ran a python3 without torch
+    and silenced the error. A failing script is now named, with its error file."""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    keys = tmp_path / "keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
+                   check=True, capture_output=True, text=True)
+    build = _release_stubs(tmp_path)
+    data = tmp_path / "datasets" / H100
+    data.mkdir(parents=True)
+    small = min((ROOT / "datasets" / H100).glob("*.msgpack.gz"), key=lambda f: f.stat().st_size)
+    shutil.copy(small, data / small.name)
+    shipped = tmp_path / "bundles"
+    shutil.copytree(ROOT / "python" / "torch_diode" / "bundles" / H100, shipped / H100)
+
+    def release(python: str | None):
+        env = dict(os.environ)
+        env.pop("PYTHON", None)
+        if python:
+            env["PYTHON"] = python
+        return subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                               "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
+                               "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
+                               "--seeds", "1"], capture_output=True, text=True, timeout=240, env=env)
+
+    # PYTHON unset: the script takes the project's venv (.ci/setup), whose python has torch.
+    r = release(None if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable)
+    assert r.returncode == 0, r.stderr
+    assert f"kept (the candidate lost to it on the test split): {H100}" in r.stderr, r.stderr
+    shares = [l for l in r.stderr.splitlines() if "top 10 picks timed as compiled (static or ATen):" in l]
+    assert len(shares) == 2, r.stderr
+    assert shares[0].startswith(str(tmp_path / "work" / H100 / "model") + ":")
+    assert shares[1].startswith(str(shipped / H100))
+    assert shares[0].split(": ", 1)[1] == shares[1].split(": ", 1)[1]  # the same model twice: the same share
+    assert not (tmp_path / "reg" / H100).exists()  # nothing published
+
+    r = release("/bin/false")
+    assert r.returncode == 0, r.stderr
+    failed = [l for l in r.stderr.splitlines() if "bench/static_pick_split.py failed with /bin/false" in l]
+    assert len(failed) == 2, r.stderr
