@@ -90,6 +90,10 @@ case "$keys/" in "$repo"/*) die "the key directory $keys is inside the repositor
 train="$build/models/diode-train" diode="$build/cli/diode"
 [ -x "$train" ] && [ -x "$diode" ] || die "$train or $diode not built (--build DIR)"
 command -v mpirun >/dev/null || die "mpirun not found"
+# Python for bench/static_pick_split.py, which imports torch: $PYTHON, else the project's venv
+# (.ci/setup), else python3 (a bare one may have no torch; the gate-kept branch then says so).
+py=${PYTHON:-python3}
+if [ -z "${PYTHON:-}" ] && [ -x "$repo/.venv/bin/python" ]; then py="$repo/.venv/bin/python"; fi
 if ((${#hardware[@]} == 0)); then
   for d in "$datasets"/*/; do
     ls "$d"*.msgpack.gz >/dev/null 2>&1 && hardware+=("$(basename "$d")")
@@ -162,9 +166,6 @@ for hw in "${hardware[@]}"; do
       # many of each model's top 10 picks the test records time as compiled. A candidate with a
       # lower share is read slower on top-5/10 than it would run; re-collect with both models'
       # picks (respec --also-model) before judging it again.
-      # The script imports torch: the project's venv (.ci/setup) has it, a bare python3 may not.
-      py=${PYTHON:-python3}
-      if [ -z "${PYTHON:-}" ] && [ -x "$repo/.venv/bin/python" ]; then py="$repo/.venv/bin/python"; fi
       if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
         for m in "$w/model" "$prev"; do
           if share=$("$py" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \

@@ -286,15 +286,21 @@ def test_unreachable_hub_falls_back_to_shipped_bundle_with_one_warning(hook, mon
 RELEASE = ROOT / "python" / "release" / "release_bundles.sh"
 
 
+def _release_keys(tmp_path) -> pathlib.Path:
+    """A fresh release key directory (`diode keys init`), outside the checkout."""
+    keys = tmp_path / "keys"
+    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
+                   check=True, capture_output=True, text=True)
+    return keys
+
+
 def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_repo(tmp_path):
     """--dry-run prints what a release runs (one mpirun training per --seeds entry, then the
     validation of the chosen model) and changes nothing; a key directory inside the
     checkout is refused, so private keys cannot be committed by accident."""
     if not DIODE.exists() or not (BUILD / "models" / "diode-train").exists():
         pytest.skip("needs the C++ build with the trainer (diode, diode-train)")
-    keys = tmp_path / "keys"
-    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
-                   check=True, capture_output=True, text=True)
+    keys = _release_keys(tmp_path)
     shipped = sorted(p.relative_to(ROOT).as_posix()
                      for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())
     r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
@@ -326,9 +332,7 @@ def test_release_script_first_release_of_a_hardware_has_no_gate(tmp_path):
     under `set -e -o pipefail` on the first H200 release)."""
     if not DIODE.exists() or not (BUILD / "models" / "diode-train").exists():
         pytest.skip("needs the C++ build with the trainer (diode, diode-train)")
-    keys = tmp_path / "keys"
-    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
-                   check=True, capture_output=True, text=True)
+    keys = _release_keys(tmp_path)
     r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
                         "--build", str(BUILD), "--work", str(tmp_path / "work"), "--hardware", H100,
                         "--shipped", str(tmp_path / "none-shipped"), "--seeds", "1,2", "--dry-run"],
@@ -378,9 +382,7 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
     and silenced the error. A failing script is now named, with its error file."""
     if not DIODE.exists() or shutil.which("mpirun") is None:
         pytest.skip("needs the C++ build (diode) and mpirun")
-    keys = tmp_path / "keys"
-    subprocess.run([str(DIODE), "keys", "--keys", str(keys), "init", "--expires-days", "30"],
-                   check=True, capture_output=True, text=True)
+    keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path)
     data = tmp_path / "datasets" / H100
     data.mkdir(parents=True)
