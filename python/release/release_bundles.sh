@@ -37,6 +37,8 @@
 #   --hardware KEY      only this key (repeatable)
 #   --datasets DIR      the datasets root, one <hardware key>/ folder of shards each (default
 #                       datasets/ of the repository)
+#   --results DIR       where a published model's validate JSON and seeds.txt go (default
+#                       python/release/validate, committed: the numbers docs/hook.md quotes)
 #   --np N              MPI ranks (default 2)
 #   --epochs N          (default 150)   --seed N (default 1)
 #   --seeds S1,S2,...   train one model per seed and ship the one with the lowest top-1
@@ -57,7 +59,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
 np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
-hardware=() tested=() shipped="" datasets="$repo/datasets"
+hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
     --keys) keys=$2; shift 2 ;;
@@ -67,6 +69,7 @@ while (($#)); do
     --shipped) shipped=$2; shift 2 ;;
     --hardware) hardware+=("$2"); shift 2 ;;
     --datasets) datasets=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
     --np) np=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
@@ -101,7 +104,7 @@ if ((${#hardware[@]} == 0)); then
 fi
 ((${#hardware[@]})) || die "no $datasets/<hardware>/ with shards"
 
-shipped="${shipped:-$repo/python/torch_diode/bundles}" results="$repo/python/release/validate"
+shipped="${shipped:-$repo/python/torch_diode/bundles}"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
 failed=() done_=() kept=()
@@ -182,6 +185,8 @@ for hw in "${hardware[@]}"; do
       cat "$w/gate.txt" >&2
       failed+=("$hw (gate)"); continue
     fi
+    # A passed gate is a release decision too: log it beside the kept one's.
+    grep '^gate:' "$w/gate.txt" >&2 || true
   fi
   out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
         "${tested[@]}") || { failed+=("$hw (publish)"); continue; }

@@ -342,11 +342,12 @@ def test_release_script_first_release_of_a_hardware_has_no_gate(tmp_path):
     assert not (tmp_path / "reg" / H100).exists()
 
 
-def _release_stubs(tmp_path) -> pathlib.Path:
+def _release_stubs(tmp_path, gate_passes: bool = False) -> pathlib.Path:
     """A build directory whose diode-train copies the shipped H100 model as its candidate
     (with the validation line the script chooses seeds by) and whose diode answers the gate
-    "worse" (exit 3), lists every problem for `--list-split test`, and passes the rest of
-    validate/verify: the script's gate-kept branch, in seconds, without training."""
+    "worse" (exit 3) or, with `gate_passes`, "better_or_equal" (exit 0), lists every problem
+    for `--list-split test`, publishes with the real `diode publish`, and passes the rest of
+    validate/verify: the script's gate branches, in seconds, without training."""
     build = tmp_path / "build"
     (build / "models").mkdir(parents=True)
     (build / "cli").mkdir()
@@ -361,7 +362,9 @@ echo "validation (2 problems): overall top-1 1.0300 p90 1.0500  top-5 1.0100"
     diode = build / "cli" / "diode"
     diode.write_text(f"""#!/usr/bin/env bash
 case " $* " in
-  *" --gate "*) echo "gate: candidate is WORSE than shipped (stub)"; exit 3 ;;
+  *" --gate "*) {"echo 'gate: candidate is better than or equal to shipped (better_or_equal, stub)'; exit 0" if gate_passes
+                  else 'echo "gate: candidate is WORSE than shipped (stub)"; exit 3'} ;;
+  *" publish "*) exec {DIODE} "$@" ;;
   *" --list-split test "*) args=(); for a in "$@"; do [ "$a" = test ] && a=all; args+=("$a"); done
                            exec {DIODE} "${{args[@]}}" ;;
   *" validate "*) echo '{{}}' ;;
@@ -416,3 +419,29 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
     assert r.returncode == 0, r.stderr
     failed = [l for l in r.stderr.splitlines() if "bench/static_pick_split.py failed with /bin/false" in l]
     assert len(failed) == 2, r.stderr
+
+
+def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
+    """A candidate that passes the gate is published as the next version and shipped, and the
+    decision is logged like a kept one's (session 20's H200 release passed silently)."""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    keys = _release_keys(tmp_path)
+    build = _release_stubs(tmp_path, gate_passes=True)
+    data = tmp_path / "datasets" / H100
+    data.mkdir(parents=True)
+    small = min((ROOT / "datasets" / H100).glob("*.msgpack.gz"), key=lambda f: f.stat().st_size)
+    shutil.copy(small, data / small.name)
+    shipped = tmp_path / "bundles"
+    shutil.copytree(ROOT / "python" / "torch_diode" / "bundles" / H100, shipped / H100)
+    results = tmp_path / "results"  # not the committed python/release/validate
+    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                        "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
+                        "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
+                        "--results", str(results), "--seeds", "1"],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert "gate: candidate is better than or equal to shipped (better_or_equal, stub)" in r.stderr, r.stderr
+    assert (tmp_path / "reg" / H100 / "1" / "bundle.json").is_file(), r.stderr
+    assert [p.name for p in (shipped / H100).iterdir()] == ["1"], r.stderr
+    assert (results / f"{H100}.seeds.txt").is_file(), r.stderr
