@@ -377,6 +377,19 @@ esac
     return build
 
 
+def _release_inputs(tmp_path) -> pathlib.Path:
+    """tmp_path/datasets/H100 with the smallest committed H100 shard, and a copy of the shipped
+    H100 bundle directory (returned: the script's --shipped), so a run changes nothing of the
+    checkout's."""
+    data = tmp_path / "datasets" / H100
+    data.mkdir(parents=True)
+    small = min((ROOT / "datasets" / H100).glob("*.msgpack.gz"), key=lambda f: f.stat().st_size)
+    shutil.copy(small, data / small.name)
+    shipped = tmp_path / "bundles"
+    shutil.copytree(ROOT / "python" / "torch_diode" / "bundles" / H100, shipped / H100)
+    return shipped
+
+
 def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp_path):
     """When the gate keeps the shipped model, the script prints, for the candidate and the
     shipped model, how many of their top 10 picks the test records time as compiled
@@ -387,12 +400,7 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
         pytest.skip("needs the C++ build (diode) and mpirun")
     keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path)
-    data = tmp_path / "datasets" / H100
-    data.mkdir(parents=True)
-    small = min((ROOT / "datasets" / H100).glob("*.msgpack.gz"), key=lambda f: f.stat().st_size)
-    shutil.copy(small, data / small.name)
-    shipped = tmp_path / "bundles"
-    shutil.copytree(ROOT / "python" / "torch_diode" / "bundles" / H100, shipped / H100)
+    shipped = _release_inputs(tmp_path)
 
     def release(python: str | None):
         env = dict(os.environ)
@@ -428,12 +436,7 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
         pytest.skip("needs the C++ build (diode) and mpirun")
     keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path, gate_passes=True)
-    data = tmp_path / "datasets" / H100
-    data.mkdir(parents=True)
-    small = min((ROOT / "datasets" / H100).glob("*.msgpack.gz"), key=lambda f: f.stat().st_size)
-    shutil.copy(small, data / small.name)
-    shipped = tmp_path / "bundles"
-    shutil.copytree(ROOT / "python" / "torch_diode" / "bundles" / H100, shipped / H100)
+    shipped = _release_inputs(tmp_path)
     results = tmp_path / "results"  # not the committed python/release/validate
     r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
                         "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
