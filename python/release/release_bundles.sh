@@ -12,7 +12,9 @@
 #      and, where the package ships a KEY model, the gate: diode validate --model
 #      WORK/KEY/model --compare SHIPPED --dataset datasets/KEY --gate. A candidate that is
 #      not better_or_equal (the hub's publish rule) on the test split is not published and
-#      the shipped model stays ("kept" in the summary; --no-gate skips the gate)
+#      the shipped model stays ("kept" in the summary; --no-gate skips the gate). Either
+#      way the gate's verdict and, for both models, the share of their top 10 picks that
+#      the test records time as compiled (bench/static_pick_split.py) go to the log
 #   3. diode publish --model WORK/KEY/model --registry REGISTRY --keys KEYS --expires-days DAYS
 #      (the next version of KEY in the release registry: versions only grow)
 #   4. diode verify REGISTRY/KEY/N --root-key KEYS/root.pub
@@ -163,12 +165,14 @@ for hw in "${hardware[@]}"; do
   if ((gate)) && [ -n "$prev" ]; then
     rc=0
     "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate > "$w/gate.txt" 2>&1 || rc=$?
-    if ((rc == 3)); then
+    if ((rc == 0 || rc == 3)); then
+      # The decision, passed or kept, goes to the log.
       grep '^gate:' "$w/gate.txt" >&2 || true
-      # Whether the records favour the shipped model (docs/collector.md, timing.model_top): how
-      # many of each model's top 10 picks the test records time as compiled. A candidate with a
-      # lower share is read slower on top-5/10 than it would run; re-collect with both models'
-      # picks (respec --also-model) before judging it again.
+      # Whether the records favour one model (docs/collector.md, timing.model_top): how many
+      # of each model's top 10 picks the test records time as compiled. A model with a lower
+      # share is read slower on top-5/10 than it would run: a kept candidate may deserve a
+      # re-collection with both models' picks (respec --also-model) and another gate, and a
+      # pass against such records is a fair win.
       if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
         for m in "$w/model" "$prev"; do
           if share=$("$py" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
@@ -179,14 +183,14 @@ for hw in "${hardware[@]}"; do
           fi
         done | tee -a "$w/gate.txt" >&2 || true
       fi
+    fi
+    if ((rc == 3)); then
       echo "release_bundles: $hw: the candidate is not better_or_equal than shipped version $(basename "$prev") on the test split; not published ($w/gate.txt)" >&2
       kept+=("$hw (version $(basename "$prev"))"); continue
     elif ((rc != 0)); then
       cat "$w/gate.txt" >&2
       failed+=("$hw (gate)"); continue
     fi
-    # A passed gate is a release decision too: log it beside the kept one's.
-    grep '^gate:' "$w/gate.txt" >&2 || true
   fi
   out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
         "${tested[@]}") || { failed+=("$hw (publish)"); continue; }

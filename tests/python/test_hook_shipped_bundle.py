@@ -431,7 +431,8 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
 
 def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     """A candidate that passes the gate is published as the next version and shipped, and the
-    decision is logged like a kept one's (session 20's H200 release passed silently)."""
+    decision is logged like a kept one's, with both models' share of compiled picks (session
+    20's H200 release passed silently)."""
     if not DIODE.exists() or shutil.which("mpirun") is None:
         pytest.skip("needs the C++ build (diode) and mpirun")
     keys = _release_keys(tmp_path)
@@ -445,6 +446,8 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
     assert "gate: candidate is better than or equal to shipped (better_or_equal, stub)" in r.stderr, r.stderr
+    shares = [l for l in r.stderr.splitlines() if "top 10 picks timed as compiled (static or ATen):" in l]
+    assert len(shares) == 2, r.stderr  # a pass is read with the records' fairness too
     assert (tmp_path / "reg" / H100 / "1" / "bundle.json").is_file(), r.stderr
     assert [p.name for p in (shipped / H100).iterdir()] == ["1"], r.stderr
     assert (results / f"{H100}.seeds.txt").is_file(), r.stderr
