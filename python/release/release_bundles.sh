@@ -165,31 +165,30 @@ for hw in "${hardware[@]}"; do
   if ((gate)) && [ -n "$prev" ]; then
     rc=0
     "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate > "$w/gate.txt" 2>&1 || rc=$?
-    if ((rc == 0 || rc == 3)); then
-      # The decision, passed or kept, goes to the log.
-      grep '^gate:' "$w/gate.txt" >&2 || true
-      # Whether the records favour one model (docs/collector.md, timing.model_top): how many
-      # of each model's top 10 picks the test records time as compiled. A model with a lower
-      # share is read slower on top-5/10 than it would run: a kept candidate may deserve a
-      # re-collection with both models' picks (respec --also-model) and another gate, and a
-      # pass against such records is a fair win.
-      if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
-        for m in "$w/model" "$prev"; do
-          if share=$("$py" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
-                --split-list "$w/test-split.json" "$data" 2> "$w/static-pick-split.err"); then
-            echo "$m: $(tail -1 <<< "$share")"
-          else
-            echo "$m: bench/static_pick_split.py failed with $py ($w/static-pick-split.err): $(tail -1 "$w/static-pick-split.err")"
-          fi
-        done | tee -a "$w/gate.txt" >&2 || true
-      fi
+    if ((rc != 0 && rc != 3)); then  # neither passed (0) nor kept (3): the gate itself failed
+      cat "$w/gate.txt" >&2
+      failed+=("$hw (gate)"); continue
+    fi
+    # The decision, passed or kept, goes to the log.
+    grep '^gate:' "$w/gate.txt" >&2 || true
+    # Whether the records favour one model (docs/collector.md, timing.model_top): how many
+    # of each model's top 10 picks the test records time as compiled. A model with a lower
+    # share is read slower on top-5/10 than it would run: a kept candidate may deserve a
+    # re-collection with both models' picks (respec --also-model) and another gate, and a
+    # pass against such records is a fair win.
+    if "$diode" validate --dataset "$data" --list-split test --json > "$w/test-split.json" 2> /dev/null; then
+      for m in "$w/model" "$prev"; do
+        if share=$("$py" "$repo/bench/static_pick_split.py" --model "$m" --top 10 \
+              --split-list "$w/test-split.json" "$data" 2> "$w/static-pick-split.err"); then
+          echo "$m: $(tail -1 <<< "$share")"
+        else
+          echo "$m: bench/static_pick_split.py failed with $py ($w/static-pick-split.err): $(tail -1 "$w/static-pick-split.err")"
+        fi
+      done | tee -a "$w/gate.txt" >&2 || true
     fi
     if ((rc == 3)); then
       echo "release_bundles: $hw: the candidate is not better_or_equal than shipped version $(basename "$prev") on the test split; not published ($w/gate.txt)" >&2
       kept+=("$hw (version $(basename "$prev"))"); continue
-    elif ((rc != 0)); then
-      cat "$w/gate.txt" >&2
-      failed+=("$hw (gate)"); continue
     fi
   fi
   out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \

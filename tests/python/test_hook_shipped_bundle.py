@@ -390,6 +390,20 @@ def _release_inputs(tmp_path) -> pathlib.Path:
     return shipped
 
 
+SHARE_LINE = "top 10 picks timed as compiled (static or ATen):"  # bench/static_pick_split.py's last line
+
+
+def _run_release(tmp_path, keys, build, shipped, env=None) -> subprocess.CompletedProcess:
+    """The release script on _release_inputs' datasets and bundles, one seed, every output
+    (registry, work, validate results) under tmp_path: nothing of the checkout changes,
+    whatever the gate decides."""
+    return subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                           "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
+                           "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
+                           "--results", str(tmp_path / "results"), "--seeds", "1"],
+                          capture_output=True, text=True, timeout=240, env=env)
+
+
 def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp_path):
     """When the gate keeps the shipped model, the script prints, for the candidate and the
     shipped model, how many of their top 10 picks the test records time as compiled
@@ -407,16 +421,13 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
         env.pop("PYTHON", None)
         if python:
             env["PYTHON"] = python
-        return subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
-                               "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
-                               "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
-                               "--seeds", "1"], capture_output=True, text=True, timeout=240, env=env)
+        return _run_release(tmp_path, keys, build, shipped, env)
 
     # PYTHON unset: the script takes the project's venv (.ci/setup), whose python has torch.
     r = release(None if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable)
     assert r.returncode == 0, r.stderr
     assert f"kept (the candidate lost to it on the test split): {H100}" in r.stderr, r.stderr
-    shares = [l for l in r.stderr.splitlines() if "top 10 picks timed as compiled (static or ATen):" in l]
+    shares = [l for l in r.stderr.splitlines() if SHARE_LINE in l]
     assert len(shares) == 2, r.stderr
     assert shares[0].startswith(str(tmp_path / "work" / H100 / "model") + ":")
     assert shares[1].startswith(str(shipped / H100))
@@ -438,16 +449,11 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path, gate_passes=True)
     shipped = _release_inputs(tmp_path)
-    results = tmp_path / "results"  # not the committed python/release/validate
-    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
-                        "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
-                        "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
-                        "--results", str(results), "--seeds", "1"],
-                       capture_output=True, text=True, timeout=240)
+    r = _run_release(tmp_path, keys, build, shipped)
     assert r.returncode == 0, r.stderr
     assert "gate: candidate is better than or equal to shipped (better_or_equal, stub)" in r.stderr, r.stderr
-    shares = [l for l in r.stderr.splitlines() if "top 10 picks timed as compiled (static or ATen):" in l]
+    shares = [l for l in r.stderr.splitlines() if SHARE_LINE in l]
     assert len(shares) == 2, r.stderr  # a pass is read with the records' fairness too
     assert (tmp_path / "reg" / H100 / "1" / "bundle.json").is_file(), r.stderr
     assert [p.name for p in (shipped / H100).iterdir()] == ["1"], r.stderr
-    assert (results / f"{H100}.seeds.txt").is_file(), r.stderr
+    assert (tmp_path / "results" / f"{H100}.seeds.txt").is_file(), r.stderr
