@@ -10,5 +10,6 @@ void register_coordinator_commands(CLI::App& app);  // coordinator/: manifest, s
 void register_hub_commands(CLI::App& app);          // hub/: dataset, contribute
 void register_bundle_commands(CLI::App& app);       // shared/bundle/: keys, publish, pull, verify, models
 void register_model_commands(CLI::App& app);        // models/: validate (LibTorch)
+void register_ensemble_command(CLI::App& app);      // models/: ensemble
 
 }  // namespace diode::cli

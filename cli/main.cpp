@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   diode::cli::register_bundle_commands(app);
 #ifdef DIODE_WITH_TORCH
   diode::cli::register_model_commands(app);
+  diode::cli::register_ensemble_command(app);
 #endif
   try {
     app.parse(argc, argv);

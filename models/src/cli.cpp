@@ -1,5 +1,5 @@
-// `diode validate` (registered from cli/main.cpp). Torch-free: the model is
-// judged by the same plain C++ forward pass the benchmarks time.
+// `diode validate` and `diode ensemble` (registered from cli/main.cpp). Torch-free: the
+// model is judged by the same plain C++ forward pass the benchmarks time.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -135,6 +135,45 @@ void register_model_commands(CLI::App& app) {
       (o->json ? std::cerr : std::cout) << "report written to " << o->report << "\n";
     }
     if (!passes) throw CLI::RuntimeError(3);  // not an error: the answer (main returns its code quietly)
+  });
+}
+
+void register_ensemble_command(CLI::App& app) {
+  struct Opts {
+    std::vector<std::string> members;
+    std::string out, dataset;
+    int cascade = 32;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* e = app.add_subcommand(
+      "ensemble",
+      "Join models trained with different seeds on one dataset into one model directory that ranks by their mean "
+      "predicted time, through a cascade (docs/model-format.md, Members)");
+  e->add_option("--member", o->members, "a model directory (repeat, 2 to 16; the first is member 0, which scores "
+                                        "every config)")
+      ->required();
+  e->add_option("--cascade", o->cascade,
+                "member 0's best configs the other members score too (besides every ATen config); default 32")
+      ->check(CLI::Range(1, 4096));
+  e->add_option("--out", o->out, "the ensemble's model directory (written atomically, file by file)")->required();
+  e->add_option("--dataset", o->dataset,
+                "optional: score the ensemble on this dataset's test split as diode validate does (every record) "
+                "and store the metrics in model.json");
+  e->callback([o] {
+    std::vector<models::ModelDir> ms;
+    for (const auto& dir : o->members) ms.push_back(models::load_model_dir(dir));
+    models::ModelDir en = models::make_ensemble(ms, o->cascade);
+    if (!o->dataset.empty()) {
+      const Dataset d = load_dataset(o->dataset);
+      models::GroupOptions go;
+      go.hardware_key = en.hardware_key;
+      const auto groups = models::group_by_problem(d, go);
+      en.metrics = models::evaluate_model(en, d.hardware_key, groups, models::split_indices(groups, "test"))
+                       .metrics.to_json();
+    }
+    models::save_model_dir(o->out, en);
+    std::cout << "ensemble of " << ms.size() << " members (cascade " << o->cascade << ") written to " << o->out
+              << "\n";
   });
 }
 

@@ -113,7 +113,7 @@ ProblemResult evaluate_problem(const ProblemGroup& g, const std::vector<float>& 
 }
 
 Evaluation evaluate(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx,
-                    const Scorer& score, bool time_ranking) {
+                    const Scorer& score, bool time_ranking, const Scorer& predict) {
   Evaluation ev;
   double se = 0, rank_s = 0, rank_cpu_s = 0;
   auto thread_cpu = [] {
@@ -134,11 +134,12 @@ Evaluation evaluate(const std::vector<ProblemGroup>& groups, const std::vector<s
     ProblemResult r = evaluate_problem(g, s);
     found += r.default_tiles - r.default_missing;
     wanted += r.default_tiles;
+    const std::vector<float> t = predict ? predict(g) : s;  // RMSE and points: time estimates
     for (size_t i = 0; i < g.configs.size(); ++i) {
       if (std::isnan(g.log_us[i])) continue;
-      const double d = double(s[i]) - g.log_us[i];
+      const double d = double(t[i]) - g.log_us[i];
       se += d * d;
-      ev.points.emplace_back(float(g.log_us[i]), s[i]);
+      ev.points.emplace_back(float(g.log_us[i]), t[i]);
     }
     hashes.push_back(g.hash);
     ev.problems.push_back(std::move(r));

@@ -129,9 +129,10 @@ struct Evaluation {
 };
 
 // Scores every group in `idx` (groups without an ok Triton config are skipped)
-// and aggregates. `time_ranking` also measures rank_ms.
+// and aggregates. `time_ranking` also measures rank_ms (of `score` alone). `predict`,
+// when given, supplies the time estimates RMSE and `points` are of (default: the scores).
 Evaluation evaluate(const std::vector<ProblemGroup>& groups, const std::vector<size_t>& idx,
-                    const Scorer& score, bool time_ranking = false);
+                    const Scorer& score, bool time_ranking = false, const Scorer& predict = nullptr);
 
 // Fills ProblemResult::baselines[r.name] for every problem of ev (groups are
 // looked up by hash). Throws on a config count that does not match the data.

@@ -17,19 +17,25 @@ MlpInfer::Layer MlpInfer::make_layer(const NamedTensor& w, const NamedTensor& b)
   return l;
 }
 
-MlpInfer::MlpInfer(const ModelDir& m) : spec_(m.spec), silu_(m.arch.activation == "silu") {
+MlpInfer::MlpInfer(const ModelDir& m)
+    : spec_(m.spec), silu_(m.arch.activation == "silu"), cascade_(size_t(std::max(0, m.arch.cascade))) {
   for (double v : spec_.stddev) sd_.push_back(v > 0 ? v : 1.0);
   const auto shapes = m.arch.tensor_shapes();
   if (m.weights.size() != shapes.size()) throw std::invalid_argument("weights do not match the architecture");
   for (size_t i = 0; i < shapes.size(); ++i)
     if (m.weights[i].name != shapes[i].first || m.weights[i].shape != shapes[i].second)
       throw std::invalid_argument("weight " + m.weights[i].name + " does not match the architecture");
-  size_t t = 0;
-  input_ = make_layer(m.weights[t], m.weights[t + 1]);
-  t += 2;
-  for (int i = 0; i < m.arch.blocks; ++i, t += 4)
-    blocks_.emplace_back(make_layer(m.weights[t], m.weights[t + 1]), make_layer(m.weights[t + 2], m.weights[t + 3]));
-  head_ = make_layer(m.weights[t], m.weights[t + 1]);
+  size_t t = 0;  // tensor_shapes() is member-major: each member's tensors in a single model's order
+  for (int member = 0; member < std::max(1, m.arch.members); ++member) {
+    Net n;
+    n.input = make_layer(m.weights[t], m.weights[t + 1]);
+    t += 2;
+    for (int i = 0; i < m.arch.blocks; ++i, t += 4)
+      n.blocks.emplace_back(make_layer(m.weights[t], m.weights[t + 1]), make_layer(m.weights[t + 2], m.weights[t + 3]));
+    n.head = make_layer(m.weights[t], m.weights[t + 1]);
+    t += 2;
+    nets_.push_back(std::move(n));
+  }
 }
 
 namespace {
@@ -133,28 +139,40 @@ void MlpInfer::act(float* v, size_t n) const {
     for (size_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
 }
 
-std::vector<float> MlpInfer::predict(const std::vector<float>& x, size_t rows) const {
-  if (x.size() != rows * input_.in) throw std::invalid_argument("feature matrix has the wrong width");
-  const size_t h = input_.out;
+std::vector<float> MlpInfer::forward(const Net& n, const float* x, size_t rows) const {
+  const size_t h = n.input.out;
   std::vector<float> a(rows * h), t(rows * h), y(rows * h), out(rows);
-  linear(input_, x.data(), rows, a.data());
+  linear(n.input, x, rows, a.data());
   act(a.data(), a.size());
-  for (const auto& [fc1, fc2] : blocks_) {
+  for (const auto& [fc1, fc2] : n.blocks) {
     linear(fc1, a.data(), rows, t.data());
     act(t.data(), t.size());
     linear(fc2, t.data(), rows, y.data());
     for (size_t i = 0; i < a.size(); ++i) a[i] += y[i];
     act(a.data(), a.size());
   }
-  linear(head_, a.data(), rows, out.data());
+  linear(n.head, a.data(), rows, out.data());
   return out;
 }
 
-std::vector<float> MlpInfer::score(const ProblemGroup& g) const {
+std::vector<float> MlpInfer::predict(const std::vector<float>& x, size_t rows) const {
+  if (x.size() != rows * nets_.front().input.in) throw std::invalid_argument("feature matrix has the wrong width");
+  if (nets_.size() == 1) return forward(nets_.front(), x.data(), rows);
+  std::vector<double> sum(rows, 0.0);
+  for (const Net& n : nets_) {
+    const std::vector<float> p = forward(n, x.data(), rows);
+    for (size_t r = 0; r < rows; ++r) sum[r] += double(p[r]);
+  }
+  std::vector<float> out(rows);
+  for (size_t r = 0; r < rows; ++r) out[r] = float(sum[r] / double(nets_.size()));
+  return out;
+}
+
+std::vector<float> MlpInfer::features(const ProblemGroup& g) const {
   // raw_features into one buffer, then the same normalisation as
   // diode::features() (which allocates per call and rebuilds the feature names:
   // a third of the ranking time at 1,400 configs). Tested equal to it.
-  const size_t d = input_.in;
+  const size_t d = nets_.front().input.in;
   std::vector<float> x;
   x.reserve(g.configs.size() * d);
   for (const auto& c : g.configs) raw_features(spec_, g.problem, c, x);
@@ -162,7 +180,47 @@ std::vector<float> MlpInfer::score(const ProblemGroup& g) const {
   if (!spec_.mean.empty())
     for (size_t r = 0; r < g.configs.size(); ++r)
       for (size_t i = 0; i < d; ++i) x[r * d + i] = static_cast<float>((x[r * d + i] - spec_.mean[i]) / sd_[i]);
-  return predict(x, g.configs.size());
+  return x;
+}
+
+std::vector<float> MlpInfer::predict(const ProblemGroup& g) const {
+  return predict(features(g), g.configs.size());
+}
+
+std::vector<float> MlpInfer::score(const ProblemGroup& g) const {
+  const std::vector<float> x = features(g);
+  const size_t rows = g.configs.size(), d = nets_.front().input.in;
+  std::vector<float> s = forward(nets_.front(), x.data(), rows);
+  if (nets_.size() == 1) return s;
+  // The cascade set: member 0's `cascade_` best (stable: ties to the first) and every ATen config.
+  std::vector<size_t> order(rows);
+  for (size_t i = 0; i < rows; ++i) order[i] = i;
+  const size_t k = std::min(cascade_, rows);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](size_t a, size_t b) { return s[a] < s[b] || (s[a] == s[b] && a < b); });
+  std::vector<char> in(rows, 0);
+  for (size_t i = 0; i < k; ++i) in[order[i]] = 1;
+  for (size_t i = 0; i < rows; ++i)
+    if (g.configs[i].template_id.rfind("aten", 0) == 0 &&
+        (g.configs[i].template_id.size() == 4 || g.configs[i].template_id.compare(4, 2, "::") == 0))
+      in[i] = 1;
+  std::vector<size_t> sel;
+  std::vector<float> xs;
+  for (size_t i = 0; i < rows; ++i)
+    if (in[i]) {
+      sel.push_back(i);
+      xs.insert(xs.end(), x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t((i + 1) * d));
+    }
+  std::vector<double> sum(sel.size());
+  for (size_t j = 0; j < sel.size(); ++j) sum[j] = double(s[sel[j]]);
+  for (size_t m = 1; m < nets_.size(); ++m) {
+    const std::vector<float> p = forward(nets_[m], xs.data(), sel.size());
+    for (size_t j = 0; j < sel.size(); ++j) sum[j] += double(p[j]);
+  }
+  for (size_t i = 0; i < rows; ++i)
+    if (!in[i]) s[i] = float(double(s[i]) + kCascadeOffset);
+  for (size_t j = 0; j < sel.size(); ++j) s[sel[j]] = float(sum[j] / double(nets_.size()));
+  return s;
 }
 
 }  // namespace diode::models

@@ -15,12 +15,26 @@ class MlpInfer {
  public:
   explicit MlpInfer(const ModelDir& m);
 
-  // Predicted log time for each row of a normalised feature matrix (rows x input).
+  // Added to member 0's prediction for a config outside an ensemble's cascade: it ranks
+  // after every cascade config, in member 0's order (its score is no time estimate).
+  static constexpr double kCascadeOffset = 1000.0;
+
+  // Predicted log time for each row of a normalised feature matrix (rows x input): the
+  // mean over the members (float64 sum in member order, then float32), every row.
   std::vector<float> predict(const std::vector<float>& x, size_t rows) const;
-  // Features of every config of the group (normalised by the model's spec), then predict.
+  // Ranking scores of every config of the group (features normalised by the model's spec).
+  // A single model: its predictions. An ensemble (docs/model-format.md, Members): member
+  // 0 predicts every config; S = its `cascade` lowest (ties to the first) and every ATen
+  // config (template "aten" or "aten::..."); a config of S scores the members' mean, any
+  // other member 0's prediction + kCascadeOffset. So ranking costs one forward plus
+  // (members - 1) forwards of |S| rows.
   std::vector<float> score(const ProblemGroup& g) const;
+  // The members' mean over every config (predict of the normalised features): the time
+  // estimate `diode validate`'s RMSE is of.
+  std::vector<float> predict(const ProblemGroup& g) const;
 
   const FeatureSpec& spec() const { return spec_; }
+  size_t members() const { return nets_.size(); }
 
  private:
   struct Layer {
@@ -28,16 +42,22 @@ class MlpInfer {
     std::vector<float> wt;  // transposed: [in][out], so the inner loop runs over contiguous outputs
     std::vector<float> b;
   };
+  struct Net {  // one residual MLP
+    Layer input, head;
+    std::vector<std::pair<Layer, Layer>> blocks;
+  };
   static Layer make_layer(const NamedTensor& w, const NamedTensor& b);
   // y[rows x out] = x[rows x in] * W^T + b
   static void linear(const Layer& l, const float* x, size_t rows, float* y);
   void act(float* v, size_t n) const;
+  std::vector<float> forward(const Net& n, const float* x, size_t rows) const;
+  std::vector<float> features(const ProblemGroup& g) const;
 
   FeatureSpec spec_;
   std::vector<double> sd_;  // stddev with 0 read as 1, as diode::features() does
   bool silu_ = true;
-  Layer input_, head_;
-  std::vector<std::pair<Layer, Layer>> blocks_;
+  size_t cascade_ = 0;
+  std::vector<Net> nets_;  // members, in order
 };
 
 }  // namespace diode::models

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <msgpack.hpp>
+#include <stdexcept>
 
 #include "diode/error.h"
 #include "diode/io.h"
@@ -22,22 +23,31 @@ constexpr uint64_t kVersion = 1, kMaxTensors = 1024, kMaxBytes = 64u << 20;
 
 std::vector<std::pair<std::string, std::vector<uint64_t>>> Architecture::tensor_shapes() const {
   const uint64_t d = uint64_t(input), h = uint64_t(hidden);
-  std::vector<std::pair<std::string, std::vector<uint64_t>>> s = {{"input.weight", {h, d}},
-                                                                  {"input.bias", {h}}};
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> one = {{"input.weight", {h, d}},
+                                                                    {"input.bias", {h}}};
   for (int i = 0; i < blocks; ++i)
     for (const char* fc : {"fc1", "fc2"}) {
       const std::string p = "blocks." + std::to_string(i) + "." + fc;
-      s.push_back({p + ".weight", {h, h}});
-      s.push_back({p + ".bias", {h}});
+      one.push_back({p + ".weight", {h, h}});
+      one.push_back({p + ".bias", {h}});
     }
-  s.push_back({"head.weight", {1, h}});
-  s.push_back({"head.bias", {1}});
+  one.push_back({"head.weight", {1, h}});
+  one.push_back({"head.bias", {1}});
+  if (members == 1) return one;  // a single model's names, unchanged since version 1
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> s;
+  for (int m = 0; m < members; ++m)
+    for (const auto& [name, shape] : one) s.push_back({"members." + std::to_string(m) + "." + name, shape});
   return s;
 }
 
 nlohmann::json Architecture::to_json() const {
-  return {{"kind", "residual_mlp"}, {"input", input}, {"hidden", hidden}, {"blocks", blocks},
-          {"activation", activation}};
+  nlohmann::json j = {{"kind", "residual_mlp"}, {"input", input}, {"hidden", hidden}, {"blocks", blocks},
+                      {"activation", activation}};
+  if (members > 1) {
+    j["members"] = members;
+    j["cascade"] = cascade;
+  }
+  return j;
 }
 
 Architecture Architecture::from_json(const nlohmann::json& j) {
@@ -58,6 +68,13 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
   a.activation = j.value("activation", "");
   if (a.activation != "relu" && a.activation != "silu")
     bad("model.json architecture.activation", "expected relu or silu");
+  if (j.contains("members")) a.members = int_field("members", 1, 16);
+  if (a.members > 1) {
+    if (!j.contains("cascade")) bad("model.json architecture.cascade", "required when members > 1");
+    a.cascade = int_field("cascade", 1, 4096);
+  } else if (j.contains("cascade")) {
+    bad("model.json architecture.cascade", "only an ensemble (members > 1) has a cascade");
+  }
   return a;
 }
 
@@ -171,6 +188,35 @@ ModelDir load_model_dir(const std::string& dir) {
   m.training = j.value("training", nlohmann::json::object());
   m.weights = decode_weights(io::read_file(dir + "/weights.msgpack", 72u << 20), m.arch);
   return m;
+}
+
+ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
+  if (members.size() < 2 || members.size() > 16)
+    throw std::invalid_argument("an ensemble has 2 to 16 members, got " + std::to_string(members.size()));
+  if (cascade < 1 || cascade > 4096) throw std::invalid_argument("cascade must be in [1, 4096]");
+  const ModelDir& first = members.front();
+  ModelDir e;
+  e.hardware_key = first.hardware_key;
+  e.arch = first.arch;
+  e.spec = first.spec;
+  e.dataset = first.dataset;
+  e.training = {{"ensemble", nlohmann::json::array()}};
+  for (size_t i = 0; i < members.size(); ++i) {
+    const ModelDir& m = members[i];
+    const std::string who = "member " + std::to_string(i);
+    if (m.arch.members != 1) throw std::invalid_argument(who + " is itself an ensemble");
+    if (m.hardware_key != first.hardware_key) throw std::invalid_argument(who + ": another hardware key");
+    if (m.arch.to_json() != first.arch.to_json()) throw std::invalid_argument(who + ": another architecture");
+    // Ranking normalises the features once, with member 0's spec: the members must share it.
+    if (m.spec.to_json() != first.spec.to_json()) throw std::invalid_argument(who + ": another feature spec");
+    if (m.dataset != first.dataset) throw std::invalid_argument(who + ": trained on another dataset");
+    e.training["ensemble"].push_back(m.training);
+    for (const NamedTensor& t : m.weights)
+      e.weights.push_back({"members." + std::to_string(i) + "." + t.name, t.shape, t.data});
+  }
+  e.arch.members = int(members.size());
+  e.arch.cascade = cascade;
+  return e;
 }
 
 }  // namespace diode::models

@@ -23,8 +23,14 @@ struct NamedTensor {
 struct Architecture {
   int input = 0, hidden = 64, blocks = 2;
   std::string activation = "silu";  // relu | silu
+  // An ensemble (docs/model-format.md, Members): `members` residual MLPs of this shape
+  // trained with different seeds, their tensors named "members.{j}." + the single
+  // model's name; ranked by a cascade (MlpInfer::score): member 0 scores every config,
+  // the others only member 0's `cascade` best and the ATen configs. members 1: a single
+  // model, cascade 0 (absent from model.json).
+  int members = 1, cascade = 0;
 
-  // Names and shapes the format prescribes, in canonical order.
+  // Names and shapes the format prescribes, in canonical order (member-major).
   std::vector<std::pair<std::string, std::vector<uint64_t>>> tensor_shapes() const;
   nlohmann::json to_json() const;
   static Architecture from_json(const nlohmann::json& j);  // strict, throws WireError
@@ -51,5 +57,12 @@ nlohmann::json model_json(const ModelDir& m);
 // has its weights); creates `dir` if needed.
 void save_model_dir(const std::string& dir, const ModelDir& m);
 ModelDir load_model_dir(const std::string& dir);
+
+// One model directory holding `members` (each a single model, members >= 2) as an
+// ensemble ranked with `cascade` (>= 1). The members must agree on hardware key,
+// architecture, feature spec and dataset (seeds of one release): otherwise
+// std::invalid_argument naming the first difference. dataset is the members'; training
+// lists each member's; metrics are left empty for the caller (diode ensemble fills them).
+ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade);
 
 }  // namespace diode::models

@@ -30,7 +30,11 @@ Evaluation evaluate_model(const ModelDir& m, const std::string& hardware_key,
     throw std::runtime_error("model is for hardware '" + m.hardware_key + "' but the dataset is '" + hardware_key +
                              "'");
   const MlpInfer net(m);
-  Evaluation ev = evaluate(groups, idx, [&](const ProblemGroup& g) { return net.score(g); }, true);
+  // An ensemble ranks by its cascade's scores, which are time estimates only inside the
+  // cascade: RMSE and the report's scatter take the members' mean of every config.
+  Scorer predict = nullptr;
+  if (net.members() > 1) predict = [&](const ProblemGroup& g) { return net.predict(g); };
+  Evaluation ev = evaluate(groups, idx, [&](const ProblemGroup& g) { return net.score(g); }, true, predict);
   if (ev.metrics.problems == 0) throw std::runtime_error("no problem with an ok Triton timing to evaluate");
   return ev;
 }
