@@ -82,16 +82,34 @@ def model_scores(rankers: list[Ranker], p: dict) -> np.ndarray:
     return np.asarray([r.score(prob, cfgs)[0] for r in rankers], dtype=np.float64).reshape(len(rankers), len(cfgs))
 
 
+def cascade_scores(scores: np.ndarray, templates: list[str], cascade: int) -> np.ndarray:
+    """The ensemble as a ranker would run it within a time budget: the first model scores
+    every config, the others only its `cascade` best and every ATen config (predict mode
+    compares ATen's score with the best Triton config's). Those get the mean over all
+    models; every other config keeps the first model's score plus 1000, i.e. ranks after
+    them in the first model's order. cascade 0: every config gets the mean (the plain ensemble)."""
+    if cascade <= 0 or cascade >= scores.shape[1]:
+        return scores.mean(axis=0)
+    first = scores[0]
+    chosen = set(np.argsort(first, kind="stable")[:cascade].tolist())
+    chosen |= {i for i, t in enumerate(templates) if t == "aten" or t.startswith("aten::")}
+    out = first + 1000.0
+    idx = sorted(chosen)
+    out[idx] = scores[:, idx].mean(axis=0)
+    return out
+
+
 def rankings_doc(problems: list[dict], rankers: list[Ranker], name: str, k: int, split: str,
-                 models: list[str]) -> dict:
+                 models: list[str], cascade: int = 0) -> dict:
     ranked = {}
     for p in problems:
         if not p["configs"]:
             continue
-        s = model_scores(rankers, p).mean(axis=0)  # ensemble: mean predicted log time
+        templates = [c["template"] for c in p["configs"]]
+        s = cascade_scores(model_scores(rankers, p), templates, cascade)  # ensemble: mean predicted log time
         ranked[p["problem"]] = {"configs": len(p["configs"]), "scores": [float(v) for v in s]}
     return {"format": "diode-baseline-rankings", "version": 1, "name": name, "k": k, "with_aten": False,
-            "fallback": "inductor_default", "ops": OPS, "split": split, "combine": "mean_log_time",
+            "fallback": "inductor_default", "ops": OPS, "split": split, "combine": "mean_log_time", "cascade": cascade,
             "models": [{"path": str(m), "model_id": r.model.info.model_id} for m, r in zip(models, rankers)],
             "source": "bench/ensemble_rankings.py (torch_diode.hook.ranking.Ranker per model)", "problems": ranked}
 
@@ -106,6 +124,9 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=1, help="configs the baseline benchmarks (its top-k; default 1)")
     ap.add_argument("--name", help="baseline name (default ensemble<N>, with k > 1 ensemble<N>_top<k>)")
     ap.add_argument("--out", help="rankings file (default <name>.rankings.json)")
+    ap.add_argument("--cascade", type=int, default=0,
+                    help="> 0: the other models score only the first model's CASCADE best configs and ATen "
+                         "(cascade_scores); 0 (default): every model scores every config")
     ap.add_argument("--max-spread", type=float, default=0.0,
                     help="as diode validate --max-spread (score the file with the same value); 0: as measured")
     a = ap.parse_args()
@@ -117,7 +138,7 @@ def main() -> int:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     rankers = [Ranker(load_model_dir(m)) for m in a.models]
-    doc = rankings_doc(problems, rankers, name, a.k, a.split, a.models)
+    doc = rankings_doc(problems, rankers, name, a.k, a.split, a.models, a.cascade)
     out.write_text(json.dumps(doc) + "\n")
     configs = sum(r["configs"] for r in doc["problems"].values())
     print(f"{name}: ranked {len(doc['problems'])} of {len(problems)} {a.split} problems ({configs} configs) "

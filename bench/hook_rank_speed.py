@@ -24,7 +24,7 @@ for three cases:
   hit    the same problem again (prediction-cache hit)
 and checks that all three return exactly the same scores, kept indices and margin.
 
-    PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5]
+    PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5] [--model DIR]
 """
 from __future__ import annotations
 
@@ -88,17 +88,25 @@ def main() -> None:
     ap.add_argument("--clock", default="cpu,wall", help="cpu (thread CPU time), wall, or both")
     ap.add_argument("--hidden", type=int, default=64, help="model width (the trainer's default: 64)")
     ap.add_argument("--blocks", type=int, default=2, help="residual blocks (the trainer's default: 2)")
+    ap.add_argument("--model", help="a model directory to time instead of random weights of --hidden x "
+                                    "--blocks, e.g. an ensemble (docs/model-format.md, Members)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from test_hook_model import write_model_dir
-    tmp = tempfile.mkdtemp()
-    model = load_model_dir(write_model_dir(os.path.join(tmp, "m"), hidden=args.hidden, blocks=args.blocks,
-                                           activation="silu"))
+    if args.model:
+        model = load_model_dir(args.model)
+        arch = model.info.architecture
+        args.hidden, args.blocks = arch.hidden, arch.blocks
+    else:
+        from test_hook_model import write_model_dir
+        tmp = tempfile.mkdtemp()
+        model = load_model_dir(write_model_dir(os.path.join(tmp, "m"), hidden=args.hidden, blocks=args.blocks,
+                                               activation="silu"))
     configs = candidate_list()
     probs = problems(args.problems)
     opts = Options()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(configs)} configs "
-          f"(Inductor EXHAUSTIVE mm, fp16), {len(probs)} problems, model hidden {args.hidden} x {args.blocks} blocks")
+          f"(Inductor EXHAUSTIVE mm, fp16), {len(probs)} problems, model hidden {args.hidden} x {args.blocks} blocks"
+          + (f", {args.model}" if args.model else ""))
 
     for clock in args.clock.split(","):
         ok = measure(model, configs, probs, opts, args.repeat, clock)

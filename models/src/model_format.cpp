@@ -8,6 +8,7 @@
 
 #include "diode/error.h"
 #include "diode/io.h"
+#include "diode/model_shapes.h"
 
 namespace diode::models {
 
@@ -22,22 +23,7 @@ constexpr uint64_t kVersion = 1, kMaxTensors = 1024, kMaxBytes = 64u << 20;
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<uint64_t>>> Architecture::tensor_shapes() const {
-  const uint64_t d = uint64_t(input), h = uint64_t(hidden);
-  std::vector<std::pair<std::string, std::vector<uint64_t>>> one = {{"input.weight", {h, d}},
-                                                                    {"input.bias", {h}}};
-  for (int i = 0; i < blocks; ++i)
-    for (const char* fc : {"fc1", "fc2"}) {
-      const std::string p = "blocks." + std::to_string(i) + "." + fc;
-      one.push_back({p + ".weight", {h, h}});
-      one.push_back({p + ".bias", {h}});
-    }
-  one.push_back({"head.weight", {1, h}});
-  one.push_back({"head.bias", {1}});
-  if (members == 1) return one;  // a single model's names, unchanged since version 1
-  std::vector<std::pair<std::string, std::vector<uint64_t>>> s;
-  for (int m = 0; m < members; ++m)
-    for (const auto& [name, shape] : one) s.push_back({"members." + std::to_string(m) + "." + name, shape});
-  return s;
+  return residual_mlp_tensors(uint64_t(input), uint64_t(hidden), uint64_t(blocks), uint64_t(members));
 }
 
 nlohmann::json Architecture::to_json() const {
@@ -68,10 +54,10 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
   a.activation = j.value("activation", "");
   if (a.activation != "relu" && a.activation != "silu")
     bad("model.json architecture.activation", "expected relu or silu");
-  if (j.contains("members")) a.members = int_field("members", 1, 16);
+  if (j.contains("members")) a.members = int_field("members", 1, kMaxEnsembleMembers);
   if (a.members > 1) {
     if (!j.contains("cascade")) bad("model.json architecture.cascade", "required when members > 1");
-    a.cascade = int_field("cascade", 1, 4096);
+    a.cascade = int_field("cascade", 1, kMaxCascade);
   } else if (j.contains("cascade")) {
     bad("model.json architecture.cascade", "only an ensemble (members > 1) has a cascade");
   }
@@ -191,9 +177,11 @@ ModelDir load_model_dir(const std::string& dir) {
 }
 
 ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
-  if (members.size() < 2 || members.size() > 16)
-    throw std::invalid_argument("an ensemble has 2 to 16 members, got " + std::to_string(members.size()));
-  if (cascade < 1 || cascade > 4096) throw std::invalid_argument("cascade must be in [1, 4096]");
+  if (members.size() < 2 || members.size() > size_t(kMaxEnsembleMembers))
+    throw std::invalid_argument("an ensemble has 2 to " + std::to_string(kMaxEnsembleMembers) + " members, got " +
+                                std::to_string(members.size()));
+  if (cascade < 1 || cascade > kMaxCascade)
+    throw std::invalid_argument("cascade must be in [1, " + std::to_string(kMaxCascade) + "]");
   const ModelDir& first = members.front();
   ModelDir e;
   e.hardware_key = first.hardware_key;

@@ -47,6 +47,11 @@
 #                       regret on the trainer's VALIDATION split (never the test split,
 #                       which `diode validate` reports); the choice and every seed's
 #                       validation line go to python/release/validate/KEY.seeds.txt
+#   --ensemble K        with --seeds: ship every seed as one ensemble model (`diode ensemble`,
+#                       docs/model-format.md, Members) instead of the chosen seed alone: the
+#                       chosen seed is member 0 (it scores every config), the others follow
+#                       in --seeds order and score its K best configs and ATen (the cascade).
+#                       The ensemble's validation line goes to KEY.seeds.txt too
 #   --train-args "..."  extra diode-train flags for a new recipe, e.g. "--loss listwise --hidden 128"
 #                       (also $DIODE_TRAIN_ARGS)
 #   --expires-days N    bundle lifetime (default 365). The root metadata's own expiry
@@ -60,7 +65,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
+np=2 epochs=150 seed=1 seeds="" ensemble=0 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
 hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
@@ -76,6 +81,7 @@ while (($#)); do
     --epochs) epochs=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
+    --ensemble) ensemble=$2; shift 2 ;;
     --train-args) train_args=$2; shift 2 ;;
     --expires-days) days=$2; shift 2 ;;
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
@@ -88,6 +94,8 @@ done
 
 die() { echo "release_bundles: $*" >&2; exit 2; }
 [ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
+[[ $ensemble =~ ^[0-9]+$ ]] || die "--ensemble K takes a whole number (the cascade), got '$ensemble'"
+if ((ensemble)) && [[ ! $seeds =~ , ]]; then die "--ensemble needs --seeds with at least two seeds"; fi
 datasets=$(cd "$datasets" && pwd) || die "no datasets directory $datasets"
 keys=$(cd "$keys" && pwd) || die "no key directory $keys"
 [ -f "$keys/root.pub" ] && [ -d "$keys/targets" ] || die "$keys has no root.pub / targets/ (diode keys init)"
@@ -139,6 +147,18 @@ for hw in "${hardware[@]}"; do
     # shellcheck disable=SC2086
     run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
       --out "$w/model" --epochs "$epochs" --seed "$seed" $train_args --quiet || ok=0
+  elif ((ok)) && ! ((dry)) && ((ensemble)); then
+    members=(--member "$w/seed-$best")
+    for s in ${seeds//,/ }; do [ "$s" = "$best" ] || members+=(--member "$w/seed-$s"); done
+    echo "+ $diode ensemble ${members[*]} --cascade $ensemble --out $w/model --dataset $data" >&2
+    if "$diode" ensemble "${members[@]}" --cascade "$ensemble" --out "$w/model" --dataset "$data" >&2 &&
+       t1=$("$diode" validate --model "$w/model" --dataset "$data" --split validation --json |
+            "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'); then
+      echo "ensemble: every seed, seed $best first (lowest validation top-1 regret, $best_t1), cascade $ensemble: validation top-1 $t1" >> "$w/seeds.txt"
+      cat "$w/seeds.txt" >&2
+    else
+      ok=0
+    fi
   elif ((ok)) && ! ((dry)); then
     mv "$w/seed-$best" "$w/model"
     echo "chosen: seed $best (lowest validation top-1 regret, $best_t1)" >> "$w/seeds.txt"

@@ -14,12 +14,15 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import msgpack
 
 from .features import FeatureSpec
 from .wire import WireError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FORMAT = "diode-model"
 VERSION = 1
@@ -33,6 +36,15 @@ MAX_HIDDEN = 8192
 MAX_BLOCKS = 64
 ACTIVATIONS = ("relu", "silu")
 TARGETS = ("log_us",)
+# An ensemble (architecture.members > 1) ranks with a cascade: member 0 scores every config,
+# the other members only the `cascade` configs member 0 ranks best (and the ATen ones), so
+# that ranking costs about one forward whatever the number of members.
+MAX_MEMBERS = 16
+MAX_CASCADE = 4096
+# Added to member 0's prediction of a config outside the cascade: it then ranks after every
+# config the ensemble scored (their means are log times, far below 1000), in member 0's order.
+# Such a score is an order, not a time estimate.
+CASCADE_OFFSET = 1000.0
 
 
 class ModelFormatError(ValueError):
@@ -46,8 +58,18 @@ class Architecture:
     hidden: int
     blocks: int
     activation: str
+    members: int = 1            # architecture.members: ensemble members, each a residual_mlp as above
+    cascade: int | None = None  # architecture.cascade: members 1.. score member 0's best `cascade`
 
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Tensor name -> shape; an ensemble's names carry `members.{j}.` for each member j."""
+        one = self.member_shapes()
+        if self.members == 1:
+            return one
+        return {f"{member_prefix(j)}{name}": shape for j in range(self.members) for name, shape in one.items()}
+
+    def member_shapes(self) -> dict[str, tuple[int, ...]]:
+        """One residual_mlp's tensors, unprefixed."""
         d, h = self.input, self.hidden
         shapes: dict[str, tuple[int, ...]] = {"input.weight": (h, d), "input.bias": (h,)}
         for i in range(self.blocks):
@@ -80,6 +102,51 @@ class ModelInfo:
             return True
         return all(lo <= v <= hi for v, (lo, hi) in
                    zip((batch, m, n, k), (self.domain[d] for d in DOMAIN_KEYS)))
+
+
+def member_prefix(j: int) -> str:
+    """Prefix of member j's tensor names in an ensemble's weights.msgpack."""
+    return f"members.{j}."
+
+
+def is_aten_template(template: str) -> bool:
+    """Whether a config is an ATen kernel (`aten`, as the collector records the op's own
+    kernel, or `aten::...`): an ensemble always scores those with every member, so that
+    the hook's ATen-against-Triton decision compares ensemble means."""
+    return template == "aten" or template.startswith("aten::")
+
+
+def cascade_set(p0: np.ndarray, aten: np.ndarray, cascade: int) -> np.ndarray:
+    """Bool mask of the candidates every member scores: the `cascade` lowest member-0
+    predictions (ties to the lower index: a stable sort), and every ATen candidate."""
+    import numpy as np  # the hook's dependency (with torch), not the model reader's
+
+    s = np.asarray(aten, dtype=bool).copy()
+    s[np.argsort(p0, kind="stable")[:cascade]] = True
+    return s
+
+
+def cascade_scores(p0: np.ndarray, aten: np.ndarray, cascade: int,
+                   others_on: Callable[[np.ndarray], Sequence[np.ndarray]]) -> np.ndarray:
+    """Ranking scores of an ensemble's candidates, float32 (docs/model-format.md, ensembles).
+
+    p0: member 0's float32 prediction per candidate; aten: bool per candidate
+    (is_aten_template); others_on(idx): the float32 predictions of members 1..N-1 on the
+    candidates `idx` (ascending indices), one array per member in member order. In the
+    cascade set (cascade_set) a score is float32 of the float64 mean of the members'
+    predictions, summed in member order; outside it, float32(float64(p0) + CASCADE_OFFSET).
+    The C++ ranker computes the same bits."""
+    import numpy as np
+
+    p0 = np.asarray(p0, dtype=np.float32)
+    idx = np.flatnonzero(cascade_set(p0, aten, cascade))
+    scores = (p0.astype(np.float64) + CASCADE_OFFSET).astype(np.float32)
+    total = p0[idx].astype(np.float64)
+    others = others_on(idx)
+    for p in others:  # member order, one float64 addition at a time (as the C++ loop)
+        total = total + np.asarray(p, dtype=np.float32).astype(np.float64)
+    scores[idx] = (total / (len(others) + 1)).astype(np.float32)
+    return scores
 
 
 def _fail(where: str, what: str) -> None:
@@ -115,6 +182,19 @@ def parse_domain(dataset: Any) -> dict[str, tuple[int, int]] | None:
     return out
 
 
+def _ensemble_fields(arch: dict) -> dict:
+    """architecture.members (absent: 1) and architecture.cascade (required with more than one
+    member, absent with one), strictly."""
+    members = _int_field(arch, "members", 1, MAX_MEMBERS) if "members" in arch else 1
+    if members == 1:
+        if "cascade" in arch:
+            _fail("model.json architecture.cascade", "must be absent when architecture.members is 1 (or absent)")
+        return {"members": 1, "cascade": None}
+    if "cascade" not in arch:
+        _fail("model.json architecture.cascade", f"required when architecture.members is {members} (> 1)")
+    return {"members": members, "cascade": _int_field(arch, "cascade", 1, MAX_CASCADE)}
+
+
 def parse_model_json(text: bytes, path: str = "<memory>") \
         -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, dict]:
     try:
@@ -138,6 +218,7 @@ def parse_model_json(text: bytes, path: str = "<memory>") \
         hidden=_int_field(arch, "hidden", 1, MAX_HIDDEN),
         blocks=_int_field(arch, "blocks", 0, MAX_BLOCKS),
         activation=arch.get("activation"),
+        **_ensemble_fields(arch),
     )
     if a.activation not in ACTIVATIONS:
         _fail("model.json architecture.activation", f"expected one of {ACTIVATIONS}, got {a.activation!r}")
@@ -211,15 +292,24 @@ def parse_weights(data: bytes, arch: Architecture) -> dict[str, tuple[tuple[int,
     return out
 
 
-def build_module(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], bytes]]):
-    """The residual MLP of docs/model-format.md, weights copied from `tensors`."""
+def build_members(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], bytes]]) -> list:
+    """Every member's module, in member order (one for a single model)."""
+    if arch.members == 1:
+        return [build_module(arch, tensors)]
+    return [build_module(arch, tensors, member_prefix(j)) for j in range(arch.members)]
+
+
+def build_module(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], bytes]], prefix: str = ""):
+    """The residual MLP of docs/model-format.md, weights copied from the tensors of `tensors`
+    named `prefix` + a residual_mlp name (an ensemble member's: member_prefix(j))."""
     import torch
 
     from .hook._mlp import ResidualMLP
 
     module = ResidualMLP(arch.input, arch.hidden, arch.blocks, arch.activation)
     state = {}
-    for name, (shape, blob) in tensors.items():
+    for name in arch.member_shapes():
+        shape, blob = tensors[prefix + name]
         buf = bytearray(blob)
         if sys.byteorder != "little":  # the format is little-endian; swap on big-endian hosts
             a = array.array("f")
@@ -228,7 +318,7 @@ def build_module(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], b
             buf = bytearray(a.tobytes())
         t = torch.frombuffer(buf, dtype=torch.float32).reshape(shape)
         if not bool(torch.isfinite(t).all()):
-            _fail(f"weights.msgpack tensor '{name}'", "contains a non-finite value")
+            _fail(f"weights.msgpack tensor '{prefix}{name}'", "contains a non-finite value")
         state[name] = t
     module.load_state_dict(state, strict=True)
     module.eval()
@@ -267,14 +357,22 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
 @dataclass
 class LoadedModel:
     info: ModelInfo
-    module: Any  # hook._mlp.ResidualMLP
+    module: Any  # hook._mlp.ResidualMLP: the model's, or an ensemble's member 0 (scores every config)
     # Where the hook found it (hook/sources.py: "explicit", "env", "hub", "cache", "package")
     # and the signed bundle version; None for a model loaded directly.
     source: str | None = None
     bundle_version: int | None = None
+    # An ensemble's members 1..N-1 (architecture.members = N > 1), in member order: they score
+    # only the cascade set (cascade_scores). Empty for a single model.
+    others: tuple = ()
+
+    @property
+    def cascade(self) -> int | None:
+        return self.info.architecture.cascade
 
 
 def load_model_dir(path: str | os.PathLike) -> LoadedModel:
     """Reads, validates and builds a model directory. Raises ModelFormatError."""
     info, tensors = read_model_dir(path)
-    return LoadedModel(info=info, module=build_module(info.architecture, tensors))
+    first, *others = build_members(info.architecture, tensors)
+    return LoadedModel(info=info, module=first, others=tuple(others))

@@ -82,3 +82,19 @@ def test_two_model_ensemble_is_well_formed_and_scored(trained, tmp_path):
     text = run(DIODE, "validate", "--model", models[0], "--dataset", data, "--split", "test",
                "--baseline-rankings", ens)
     assert "ensemble2: its top-1 (no ATen) on" in text and "(ops mm,addmm,bmm,baddbmm)" in text
+
+
+def test_cascade_rankings_match_the_ensemble_model_diode_validate_ranks(trained, tmp_path):
+    """--cascade K scores as an ensemble model directory (`diode ensemble --cascade K`,
+    docs/model-format.md, Members) ranks in C++: the same top-1 and top-5 regret, so the
+    bench's measurements of a cascade are those of the shipped format."""
+    _, data, models = trained
+    ens_dir = tmp_path / "ens-model"
+    run(DIODE, "ensemble", *[a for m in models for a in ("--member", m)], "--cascade", 3, "--out", ens_dir)
+    for k in (1, 5):
+        f = tmp_path / f"cascade{k}.json"
+        rankings(data, models, f, "--cascade", 3, "--k", k, "--name", "cascade")
+        assert json.loads(f.read_text())["cascade"] == 3
+        j = validate(ens_dir, data, f)
+        own, base = j["model"][f"top{k}"], j["baselines"]["cascade"]
+        assert base["geomean"] == pytest.approx(own["geomean"], abs=1e-6), (k, base, own)

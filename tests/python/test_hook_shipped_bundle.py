@@ -365,6 +365,10 @@ case " $* " in
   *" --gate "*) {"echo 'gate: candidate is better than or equal to shipped (better_or_equal, stub)'; exit 0" if gate_passes
                   else 'echo "gate: candidate is WORSE than shipped (stub)"; exit 3'} ;;
   *" publish "*) exec {DIODE} "$@" ;;
+  *" ensemble "*) args=(); skip=0; for a in "$@"; do  # the real join, without the test-split metrics
+                    if ((skip)); then skip=0; elif [ "$a" = --dataset ]; then skip=1; else args+=("$a"); fi; done
+                  exec {DIODE} "${{args[@]}}" ;;
+  *" --split validation "*) echo '{{"model": {{"top1": {{"geomean": 1.0250}}}}}}' ;;
   *" --list-split test "*) args=(); for a in "$@"; do [ "$a" = test ] && a=all; args+=("$a"); done
                            exec {DIODE} "${{args[@]}}" ;;
   *" validate "*) echo '{{}}' ;;
@@ -393,14 +397,14 @@ def _release_inputs(tmp_path) -> pathlib.Path:
 SHARE_LINE = "top 10 picks timed as compiled (static or ATen):"  # bench/static_pick_split.py's last line
 
 
-def _run_release(tmp_path, keys, build, shipped, env=None) -> subprocess.CompletedProcess:
-    """The release script on _release_inputs' datasets and bundles, one seed, every output
-    (registry, work, validate results) under tmp_path: nothing of the checkout changes,
-    whatever the gate decides."""
+def _run_release(tmp_path, keys, build, shipped, env=None, args=("--seeds", "1")) -> subprocess.CompletedProcess:
+    """The release script on _release_inputs' datasets and bundles, one seed unless `args`
+    say otherwise, every output (registry, work, validate results) under tmp_path: nothing
+    of the checkout changes, whatever the gate decides."""
     return subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
                            "--build", str(build), "--work", str(tmp_path / "work"), "--hardware", H100,
                            "--datasets", str(tmp_path / "datasets"), "--shipped", str(shipped),
-                           "--results", str(tmp_path / "results"), "--seeds", "1"],
+                           "--results", str(tmp_path / "results"), *args],
                           capture_output=True, text=True, timeout=240, env=env)
 
 
@@ -457,3 +461,27 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     assert (tmp_path / "reg" / H100 / "1" / "bundle.json").is_file(), r.stderr
     assert [p.name for p in (shipped / H100).iterdir()] == ["1"], r.stderr
     assert (tmp_path / "results" / f"{H100}.seeds.txt").is_file(), r.stderr
+
+
+def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
+    """--ensemble K: the seeds are joined by `diode ensemble` (the chosen seed first) instead
+    of shipping the chosen one alone; the shipped bundle holds the ensemble, which the
+    package loads, and seeds.txt records the join and its validation top-1."""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    keys = _release_keys(tmp_path)
+    build = _release_stubs(tmp_path, gate_passes=True)
+    shipped = _release_inputs(tmp_path)
+    r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1,2,3", "--ensemble", "24"))
+    assert r.returncode == 0, r.stderr
+    seeds = (tmp_path / "results" / f"{H100}.seeds.txt").read_text()
+    assert "ensemble: every seed, seed 1 first (lowest validation top-1 regret, 1.0300), cascade 24: " \
+           "validation top-1 1.0250" in seeds, seeds
+    arch = json.loads((shipped / H100 / "1" / "model.json").read_text())["architecture"]
+    assert (arch["members"], arch["cascade"]) == (3, 24)
+    from torch_diode.model import load_model_dir
+    assert load_model_dir(shipped / H100 / "1").info.architecture.members == 3
+    # --ensemble without several seeds is refused before anything runs
+    r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1", "--ensemble", "24"))
+    assert r.returncode == 2 and "--ensemble needs --seeds with at least two seeds" in r.stderr
+

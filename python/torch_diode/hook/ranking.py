@@ -12,6 +12,11 @@ with the same float64 expression and the same bits. The matrix runs through the 
 once; top-k / threshold selection is one stable argsort. Predictions are cached per problem, so a GEMM that
 appears many times in a graph (or again after a recompile) costs one forward.
 
+An ensemble model (model.json architecture.members > 1) scores with model.cascade_scores:
+member 0 predicts every config, the other members only its `cascade` best and the ATen
+configs. Each member's predictions are cached per problem and config; the scores are
+recomputed from them on every call, since the cascade set depends on the configs offered.
+
 `ReferenceRanker` is the previous implementation (torch_diode.features per config, one
 Python sort): bench/hook_rank_speed.py and tests/python/test_hook_rank_fast.py check that
 `Ranker` returns exactly its scores and ranking.
@@ -30,7 +35,7 @@ import numpy as np
 import torch
 
 from ..features import _DTYPE_BYTES, raw_features
-from ..model import LoadedModel
+from ..model import LoadedModel, cascade_scores, is_aten_template
 from ..wire import KernelConfig, Problem
 
 DEFAULT_TOP_K = 5
@@ -249,6 +254,7 @@ class _ConfigTable:
         self.values: list[list[float]] = [[], [], []]   # distinct BLOCK_M, BLOCK_N, BLOCK_K (as used)
         self._codes: list[dict[float, int]] = [{}, {}, {}]
         self.code = np.empty((0, 3), dtype=np.intp)
+        self.aten = np.empty(0, dtype=bool)   # per row: an ATen config (model.is_aten_template)
 
     def _z(self, col, v) -> np.ndarray:
         """Raw values `v` of feature column(s) `col` (an index or a slice) -> float32,
@@ -319,6 +325,8 @@ class _ConfigTable:
                 ucode.append(c)
             code[:, j] = np.asarray(ucode, dtype=np.intp)[inv.reshape(-1)]
         self.code = np.concatenate([self.code, code])
+        self.aten = np.concatenate([self.aten, np.fromiter((is_aten_template(k[0]) for k in keys), dtype=bool,
+                                                           count=len(keys))])
         self.index.update(zip(keys, range(self.n, self.n + len(keys))))
         self.n += len(keys)
 
@@ -376,7 +384,8 @@ def raw_feature_matrix(spec, p: Problem, configs: list[KernelConfig]) -> np.ndar
 @dataclass
 class Ranking:
     """One problem's ranking: scores per offered config, what select() keeps, the margin."""
-    scores: np.ndarray          # float64 (exact float32 predictions), one per config offered
+    scores: np.ndarray          # float64 (exact float32 scores: predictions, or an ensemble's
+                                # model.cascade_scores), one per config offered
     kept: list[int]             # indices into the configs, best first (select())
     margin: float | None        # top_margin() of the offered configs
     cache_hit: bool
@@ -393,6 +402,12 @@ def _standardisation(spec) -> tuple[list[float], list[float]]:
     return spec.mean or [0.0] * n, [s if s > 0 else 1.0 for s in (spec.stddev or [1.0] * n)]
 
 
+def _first_offered(rows: np.ndarray) -> np.ndarray:
+    """The distinct values of `rows`, in the order of their first occurrence."""
+    u, first = np.unique(rows, return_index=True)
+    return u[np.argsort(first, kind="stable")]
+
+
 class Ranker:
     """Model + per-config feature table + prediction cache. Thread-safe: Inductor may lower
     graphs in several threads."""
@@ -405,8 +420,9 @@ class Ranker:
         self._table = _ConfigTable(self.spec, std)   # features come out standardised
         # rank_ktcs: (uid, ALLOW_TF32, kwargs names) -> {kwargs values: table row}
         self._rows_by_values: dict[tuple, dict[tuple, int]] = {}
-        # problem -> predicted score (float32, as the model computes it) per table row
-        # (NaN: not predicted yet)
+        # problem -> each member's prediction (float32, as the model computes it) per table row,
+        # [members, rows] (NaN: not predicted yet)
+        self._members = 1 + len(model.others)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -416,13 +432,14 @@ class Ranker:
             x = self._table.raw_features(problem, self._table.rows(configs))
         return torch.from_numpy(x)
 
-    def _forward(self, x: np.ndarray | torch.Tensor) -> np.ndarray:
+    def _forward(self, x: np.ndarray | torch.Tensor, module=None) -> np.ndarray:
+        """Predictions of `module` (default: the model's, or an ensemble's member 0)."""
         # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
         # run on real tensors, outside autograd.
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes(), torch.no_grad():
             t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
-            y = self.model.module(t).numpy()
+            y = (self.model.module if module is None else module)(t).numpy()
         if not np.isfinite(y).all():
             raise FloatingPointError("model produced a non-finite prediction")
         return y
@@ -478,37 +495,70 @@ class Ranker:
             parts.append(rows)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def _predictions(self, problem: Problem) -> np.ndarray:
+        """The problem's cached predictions, [members, table rows] (grown to the table's rows;
+        NaN: not predicted yet), made the most recently used (under _lock)."""
+        cached = self._cache.get(problem)
+        if cached is None or cached.shape[1] < self._table.n:
+            grown = np.full((self._members, self._table.n), np.nan, dtype=np.float32)  # predictions are float32
+            if cached is not None:
+                grown[:, :cached.shape[1]] = cached
+            cached = grown
+        self._cache[problem] = cached
+        self._cache.move_to_end(problem)
+        while len(self._cache) > CACHE_PROBLEMS:
+            self._cache.popitem(last=False)
+        return cached
+
+    def _cascade(self, problem: Problem, cached: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, bool]:
+        """An ensemble's scores per table row (NaN where not offered): model.cascade_scores of
+        the candidates `cand`, the distinct offered rows in first-offered order (the reference's
+        candidates), members 1.. forwarding the rows of the cascade set they have not predicted
+        for this problem yet. Also returns whether they forwarded any (under _lock)."""
+        ran = False
+
+        def others_on(idx: np.ndarray) -> np.ndarray:
+            nonlocal ran
+            need = cand[idx]
+            todo = need[np.isnan(cached[1, need])]   # members 1.. always predict together
+            if len(todo):
+                ran = True
+                x = self._table.raw_features(problem, todo)
+                # every member before storing any: a member that raises leaves no partial rows
+                cached[1:, todo] = np.stack([self._forward(x, m) for m in self.model.others])
+            return cached[1:, need]
+
+        out = np.full(cached.shape[1], np.nan, dtype=np.float32)
+        out[cand] = cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on)
+        return out, ran
+
     def _rank(self, problem: Problem, rows_of, opts: Options, t0: float, n_extra: int = 0) -> Ranking:
         with self._lock:
             te = time.perf_counter()
             rows = rows_of()
             t1 = time.perf_counter()
-            cached = self._cache.get(problem)
-            if cached is None or len(cached) < self._table.n:
-                grown = np.full(self._table.n, np.nan, dtype=np.float32)  # predictions are float32
-                if cached is not None:
-                    grown[:len(cached)] = cached
-                cached = grown
-            self._cache[problem] = cached
-            self._cache.move_to_end(problem)
-            while len(self._cache) > CACHE_PROBLEMS:
-                self._cache.popitem(last=False)
-            offered = np.zeros(len(cached), dtype=bool)
+            cached = self._predictions(problem)
+            p0 = cached[0]   # the model's (member 0's) predictions: a view, filled in place
+            offered = np.zeros(len(p0), dtype=bool)
             offered[rows] = True
             distinct = int(offered.sum())
-            missing = rows[np.isnan(cached[rows])]
+            missing = rows[np.isnan(p0[rows])]
             t2 = t3 = t1
             if len(missing):
-                todo = missing
-                if distinct < len(rows):  # a config offered twice: forward it once, in
-                    # first-offered order (the batch the reference forwards)
-                    u, first = np.unique(missing, return_index=True)
-                    todo = u[np.argsort(first, kind="stable")]
+                # a config offered twice is forwarded once, in first-offered order (the batch
+                # the reference forwards)
+                todo = _first_offered(missing) if distinct < len(rows) else missing
                 x = self._table.raw_features(problem, todo)
                 t2 = time.perf_counter()
-                cached[todo] = self._forward(x)
+                p0[todo] = self._forward(x)
                 t3 = time.perf_counter()
-            all_scores = cached[rows].astype(np.float64)
+            hit = not len(missing)
+            scored = p0
+            if self.model.others:  # an ensemble (the ATen extra rows are candidates, as in predict mode)
+                scored, ran = self._cascade(problem, cached, rows if distinct == len(rows) else _first_offered(rows))
+                if ran:  # the members' features and forwards count as forward time
+                    hit, t3 = False, time.perf_counter()
+            all_scores = scored[rows].astype(np.float64)
             extra = all_scores[len(rows) - n_extra:] if n_extra else None
             if n_extra:  # the extra rows leave the selection and the margin
                 rows = rows[:len(rows) - n_extra]
@@ -516,11 +566,10 @@ class Ranker:
                 offered[rows] = True
                 distinct = int(offered.sum())
             scores = all_scores[:len(rows)]
-            dscores = cached[offered].astype(np.float64) if distinct < len(rows) else scores
+            dscores = scored[offered].astype(np.float64) if distinct < len(rows) else scores
         kept = select_array(scores, opts)
         margin = margin_of_distinct(dscores)
         t4 = time.perf_counter()
-        hit = not len(missing)
         return Ranking(scores, kept, margin, hit, 0.0 if hit else t3 - t1,
                        {"extract": te - t0, "keys": t1 - te, "features": t2 - t1, "forward": t3 - t2,
                         "select": t4 - (t1 if hit else t3), "total": t4 - t0}, extra)
@@ -546,7 +595,8 @@ class ReferenceRanker:
         mean, sd = _standardisation(self.spec)
         self._mean = torch.tensor(mean, dtype=torch.float64)
         self._sd = torch.tensor(sd, dtype=torch.float64)
-        self._cache: OrderedDict[Problem, dict[KernelConfig, float]] = OrderedDict()
+        # problem -> per member (model.module, then model.others): config -> prediction
+        self._cache: OrderedDict[Problem, list[dict[KernelConfig, float]]] = OrderedDict()
         self.last_breakdown: dict = {}
 
     def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
@@ -556,23 +606,60 @@ class ReferenceRanker:
         return ((raw.to(torch.float64) - self._mean) / self._sd).to(torch.float32)
 
     def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
-        cached = self._cache.get(problem)
-        if cached is not None and all(c in cached for c in configs):
-            return [cached[c] for c in configs], True, 0.0
+        preds = self._cache.setdefault(problem, [{} for _ in range(1 + len(self.model.others))])
+        timing = {"features": 0.0, "forward": 0.0}
+        ran = self._predict(problem, configs, 0, timing)
+        if self.model.others:
+            by_config, ran_others = self._cascade(problem, configs, timing)
+            ran = ran or ran_others
+        else:
+            by_config = preds[0]
+        if not ran:
+            return [by_config[c] for c in configs], True, 0.0
+        self.last_breakdown = timing
+        return [by_config[c] for c in configs], False, timing["features"] + timing["forward"]
+
+    def _predict(self, problem: Problem, configs: list[KernelConfig], member: int, timing: dict) -> bool:
+        """Member `member`'s predictions (0: model.module) of the configs it has not predicted
+        for `problem` yet, one batch in first-offered order, into the cache; whether it ran."""
+        known = self._cache[problem][member]
+        todo = list(dict.fromkeys(c for c in configs if c not in known))
+        if not todo:
+            return False
         t0 = time.perf_counter()
-        todo = list(dict.fromkeys(c for c in configs if cached is None or c not in cached))
         x = self.features(problem, todo)
         t1 = time.perf_counter()
+        module = self.model.module if member == 0 else self.model.others[member - 1]
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes(), torch.no_grad():
-            out = self.model.module(x).tolist()
+            out = module(x).tolist()
         if not all(math.isfinite(v) for v in out):
             raise FloatingPointError("model produced a non-finite prediction")
-        t2 = time.perf_counter()
-        entry = self._cache.setdefault(problem, {})
-        entry.update(zip(todo, out))
-        self.last_breakdown = {"features": t1 - t0, "forward": t2 - t1}
-        return [entry[c] for c in configs], False, t2 - t0
+        known.update(zip(todo, out))
+        timing["features"] += t1 - t0
+        timing["forward"] += time.perf_counter() - t1
+        return True
+
+    def _cascade(self, problem: Problem, configs: list[KernelConfig], timing: dict) -> tuple[dict, bool]:
+        """An ensemble's score per distinct config (model.cascade_scores over the distinct
+        configs in first-offered order) and whether members 1.. ran."""
+        preds = self._cache[problem]
+        cand = list(dict.fromkeys(configs))
+        p0 = np.asarray([preds[0][c] for c in cand], dtype=np.float32)
+        aten = np.asarray([is_aten_template(c.template) for c in cand], dtype=bool)
+        ran = False
+
+        def others_on(idx: np.ndarray) -> list[np.ndarray]:
+            nonlocal ran
+            sel = [cand[i] for i in idx.tolist()]
+            out = []
+            for j in range(1, len(preds)):
+                ran = self._predict(problem, sel, j, timing) or ran
+                out.append(np.asarray([preds[j][c] for c in sel], dtype=np.float32))
+            return out
+
+        scores = cascade_scores(p0, aten, self.model.cascade, others_on)
+        return dict(zip(cand, scores.tolist())), ran
 
     def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> tuple[list[float], list[int], float | None]:
         t0 = time.perf_counter()

@@ -10,6 +10,7 @@
 #include "diode/features.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
+#include "diode/model_shapes.h"
 #include "diode/sha256.h"
 
 namespace diode::bundle {
@@ -22,19 +23,6 @@ std::string str_of(const msgpack::object& o, const std::string& what) {
   return std::string(o.via.str.ptr, o.via.str.size);
 }
 
-std::vector<std::pair<std::string, std::vector<uint64_t>>> residual_mlp_tensors(uint64_t d, uint64_t h, uint64_t blocks) {
-  std::vector<std::pair<std::string, std::vector<uint64_t>>> t = {{"input.weight", {h, d}}, {"input.bias", {h}}};
-  for (uint64_t i = 0; i < blocks; ++i) {
-    const std::string p = "blocks." + std::to_string(i) + ".";
-    t.push_back({p + "fc1.weight", {h, h}});
-    t.push_back({p + "fc1.bias", {h}});
-    t.push_back({p + "fc2.weight", {h, h}});
-    t.push_back({p + "fc2.bias", {h}});
-  }
-  t.push_back({"head.weight", {1, h}});
-  t.push_back({"head.bias", {1}});
-  return t;
-}
 }  // namespace
 
 std::map<std::string, std::vector<uint64_t>> check_weights(std::string_view bytes) {
@@ -111,6 +99,18 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   if (act != "relu" && act != "silu") throw VerifyError(aw + ".activation: must be relu or silu");
   if (d != spec.size())
     throw VerifyError(aw + ".input: " + std::to_string(d) + " but the feature spec has " + std::to_string(spec.size()) + " features");
+  // An ensemble (docs/model-format.md, Members): members > 1 with a cascade; a single model has neither.
+  uint64_t members = 1;
+  if (a.contains("members")) {
+    members = get_uint(a, "members", aw, kMaxEnsembleMembers);
+    if (members < 1) throw VerifyError(aw + ".members: must be at least 1");
+  }
+  if (members > 1) {
+    if (!a.contains("cascade")) throw VerifyError(aw + ".cascade: required when members > 1");
+    if (get_uint(a, "cascade", aw, kMaxCascade) < 1) throw VerifyError(aw + ".cascade: must be at least 1");
+  } else if (a.contains("cascade")) {
+    throw VerifyError(aw + ".cascade: only an ensemble (members > 1) has a cascade");
+  }
   const json& ds = field(m, "dataset", w);
   const std::string digest = get_string(ds, "sha256", w + ".dataset", 64);
   if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)
@@ -118,7 +118,7 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   get_uint(ds, "records", w + ".dataset");
   if (!field(m, "metrics", w).is_object()) throw VerifyError(w + ".metrics: not an object");
   if (!field(m, "training", w).is_object()) throw VerifyError(w + ".training: not an object");
-  const auto expect = residual_mlp_tensors(d, h, blocks);
+  const auto expect = residual_mlp_tensors(d, h, blocks, members);
   if (shapes.size() != expect.size())
     throw VerifyError("weights.msgpack: " + std::to_string(shapes.size()) + " tensors, the architecture has " +
                       std::to_string(expect.size()));

@@ -1,0 +1,23 @@
+// The tensors of a residual_mlp model directory (docs/model-format.md): the one
+// definition of their names and shapes, shared by the model code (models/) and the
+// bundle checks (shared/bundle/), which do not link each other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace diode {
+
+inline constexpr int kMaxEnsembleMembers = 16;
+inline constexpr int kMaxCascade = 4096;
+
+// Names and shapes in canonical order for `input` features, `hidden` units and
+// `blocks` residual blocks. members 1: a single model (input.weight, ...,
+// head.bias); members > 1: an ensemble, every member's tensors prefixed
+// "members.{j}.", member after member.
+std::vector<std::pair<std::string, std::vector<uint64_t>>> residual_mlp_tensors(uint64_t input, uint64_t hidden,
+                                                                                uint64_t blocks, uint64_t members = 1);
+
+}  // namespace diode
