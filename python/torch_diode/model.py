@@ -365,14 +365,30 @@ class LoadedModel:
     # An ensemble's members 1..N-1 (architecture.members = N > 1), in member order: they score
     # only the cascade set (cascade_scores). Empty for a single model.
     others: tuple = ()
+    # The same members as one hook._mlp.StackedMLP (forward -> [N - 1, rows]): what the
+    # rankers run, one batched call per layer instead of one forward per member. None
+    # for a single model.
+    stacked_others: Any = None
 
     @property
     def cascade(self) -> int | None:
         return self.info.architecture.cascade
+
+    def run_others(self, x):
+        """Members 1..N-1 on feature rows x: [N - 1, rows] (stacked_others; a model built
+        by hand with `others` only stacks their forwards)."""
+        if self.stacked_others is not None:
+            return self.stacked_others(x)
+        import torch
+        return torch.stack([m(x) for m in self.others])
 
 
 def load_model_dir(path: str | os.PathLike) -> LoadedModel:
     """Reads, validates and builds a model directory. Raises ModelFormatError."""
     info, tensors = read_model_dir(path)
     first, *others = build_members(info.architecture, tensors)
-    return LoadedModel(info=info, module=first, others=tuple(others))
+    stacked = None
+    if others:
+        from .hook._mlp import StackedMLP
+        stacked = StackedMLP(others).eval()
+    return LoadedModel(info=info, module=first, others=tuple(others), stacked_others=stacked)

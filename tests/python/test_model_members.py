@@ -227,17 +227,18 @@ def test_scores_equal_hand_computation(tmp_path, configs, members, cascade):
 def test_members_beyond_the_first_run_on_the_cascade_set_only(tmp_path, configs):
     m = load_model_dir(write_ensemble_dir(tmp_path / "m", member_weights(3), cascade=8))
     for ranker in (Ranker(m), ReferenceRanker(m)):
-        rows = {0: [], 1: [], 2: []}
+        rows = {0: [], 1: []}
         hooks = [mod.register_forward_hook(lambda mod, args, out, j=j: rows[j].append(args[0].shape[0]))
-                 for j, mod in enumerate((m.module, *m.others))]
+                 for j, mod in enumerate((m.module, m.stacked_others))]
         try:
             ranker.score(PROBLEMS[0], configs)
-            # members 1 and 2: one batch of S, member 0's 8 best and the 3 ATen configs (some may be among them)
+            # members 1 and 2, stacked: one batch of S, member 0's 8 best and the 3 ATen configs
+            # (some may be among them)
             assert rows[0] == [len(configs)]
-            assert rows[1] == rows[2] and len(rows[1]) == 1 and 8 <= rows[1][0] <= 8 + len(ATEN)
-            rows[0].clear(), rows[1].clear(), rows[2].clear()
+            assert len(rows[1]) == 1 and 8 <= rows[1][0] <= 8 + len(ATEN)
+            rows[0].clear(), rows[1].clear()
             scores, hit, seconds = ranker.score(PROBLEMS[0], configs)  # the cache: no forward at all
-            assert hit and seconds == 0.0 and rows == {0: [], 1: [], 2: []}
+            assert hit and seconds == 0.0 and rows == {0: [], 1: []}
         finally:
             for h in hooks:
                 h.remove()
@@ -392,3 +393,17 @@ def test_ensemble_golden():
     # the cascade set itself is exact, not within a tolerance
     assert (got < CASCADE_OFFSET / 2).tolist() == [v < CASCADE_OFFSET / 2 for v in j["scores"]]
     assert ReferenceRanker(m).score(problem, cfgs)[0] == got.tolist()
+
+
+def test_stacked_members_predict_as_each_member_alone(tmp_path):
+    """hook._mlp.StackedMLP (what the rankers run for members 1..N-1) gives each member's own
+    forward, to float32 rounding (one batched matmul per layer instead of one per member)."""
+    import torch
+    m = load_model_dir(write_ensemble_dir(tmp_path / "m", member_weights(4), cascade=8))
+    assert len(m.others) == 3
+    for rows in (1, 5, 64):
+        x = torch.randn(rows, m.info.architecture.input)
+        want = torch.stack([o(x) for o in m.others])
+        got = m.stacked_others(x)
+        assert got.shape == (3, rows)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -33,3 +33,42 @@ class ResidualMLP(nn.Module):
         for b in self.blocks:
             x = act(x + b.fc2(act(b.fc1(x))))
         return self.head(x).squeeze(-1)
+
+
+class StackedMLP(nn.Module):
+    """Several ResidualMLPs of one shape (an ensemble's members 1..N-1) run together: each
+    layer's weights stacked [members, in, out] and applied by one batched matmul (baddbmm:
+    bias + x W^T, as nn.Linear's addmm), so N - 1 members cost one forward's worth of torch
+    calls instead of N - 1 (the calls, not the arithmetic, dominate on the few rows of a
+    cascade: bench/hook_rank_speed.py --model). forward(x [rows, in]) -> [members, rows]."""
+
+    def __init__(self, members: list[ResidualMLP]):
+        super().__init__()
+        if not members:
+            raise ValueError("StackedMLP needs at least one member")
+        self.act = members[0].act
+
+        def stack(get) -> tuple[nn.Parameter, nn.Parameter]:
+            lin = [get(m) for m in members]
+            w = torch.stack([l.weight.detach().t() for l in lin]).contiguous()   # [M, in, out]
+            b = torch.stack([l.bias.detach() for l in lin]).unsqueeze(1)         # [M, 1, out]
+            return nn.Parameter(w, requires_grad=False), nn.Parameter(b, requires_grad=False)
+
+        self.w_in, self.b_in = stack(lambda m: m.input)
+        self.w1, self.b1, self.w2, self.b2 = nn.ParameterList(), nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
+        for i in range(len(members[0].blocks)):
+            w, b = stack(lambda m: m.blocks[i].fc1)
+            self.w1.append(w)
+            self.b1.append(b)
+            w, b = stack(lambda m: m.blocks[i].fc2)
+            self.w2.append(w)
+            self.b2.append(b)
+        self.w_head, self.b_head = stack(lambda m: m.head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        act = self.act
+        x = x.unsqueeze(0).expand(self.w_in.shape[0], -1, -1)
+        x = act(torch.baddbmm(self.b_in, x, self.w_in))
+        for w1, b1, w2, b2 in zip(self.w1, self.b1, self.w2, self.b2):
+            x = act(x + torch.baddbmm(b2, act(torch.baddbmm(b1, x, w1)), w2))
+        return torch.baddbmm(self.b_head, x, self.w_head).squeeze(-1)

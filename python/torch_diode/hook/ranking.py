@@ -524,8 +524,8 @@ class Ranker:
             if len(todo):
                 ran = True
                 x = self._table.raw_features(problem, todo)
-                # every member before storing any: a member that raises leaves no partial rows
-                cached[1:, todo] = np.stack([self._forward(x, m) for m in self.model.others])
+                # members 1.. in one batched forward (model.run_others); a failure stores nothing
+                cached[1:, todo] = self._forward(x, self.model.run_others)
             return cached[1:, need]
 
         out = np.full(cached.shape[1], np.nan, dtype=np.float32)
@@ -620,8 +620,9 @@ class ReferenceRanker:
         return [by_config[c] for c in configs], False, timing["features"] + timing["forward"]
 
     def _predict(self, problem: Problem, configs: list[KernelConfig], member: int, timing: dict) -> bool:
-        """Member `member`'s predictions (0: model.module) of the configs it has not predicted
-        for `problem` yet, one batch in first-offered order, into the cache; whether it ran."""
+        """Predictions of the configs not predicted for `problem` yet, one batch in
+        first-offered order, into the cache; whether it ran. member 0: model.module; member 1:
+        an ensemble's members 1..N-1 together (model.run_others, as Ranker runs them)."""
         known = self._cache[problem][member]
         todo = list(dict.fromkeys(c for c in configs if c not in known))
         if not todo:
@@ -629,13 +630,17 @@ class ReferenceRanker:
         t0 = time.perf_counter()
         x = self.features(problem, todo)
         t1 = time.perf_counter()
-        module = self.model.module if member == 0 else self.model.others[member - 1]
+        module = self.model.module if member == 0 else self.model.run_others
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes(), torch.no_grad():
-            out = module(x).tolist()
-        if not all(math.isfinite(v) for v in out):
+            out = module(x)
+        if not bool(torch.isfinite(out).all()):
             raise FloatingPointError("model produced a non-finite prediction")
-        known.update(zip(todo, out))
+        if member == 0:
+            known.update(zip(todo, out.tolist()))
+        else:  # members 1.. predict together: each one's cache gets its row
+            for j, row in enumerate(out.tolist(), start=1):
+                self._cache[problem][j].update(zip(todo, row))
         timing["features"] += t1 - t0
         timing["forward"] += time.perf_counter() - t1
         return True
@@ -652,11 +657,8 @@ class ReferenceRanker:
         def others_on(idx: np.ndarray) -> list[np.ndarray]:
             nonlocal ran
             sel = [cand[i] for i in idx.tolist()]
-            out = []
-            for j in range(1, len(preds)):
-                ran = self._predict(problem, sel, j, timing) or ran
-                out.append(np.asarray([preds[j][c] for c in sel], dtype=np.float32))
-            return out
+            ran = self._predict(problem, sel, 1, timing) or ran
+            return [np.asarray([preds[j][c] for c in sel], dtype=np.float32) for j in range(1, len(preds))]
 
         scores = cascade_scores(p0, aten, self.model.cascade, others_on)
         return dict(zip(cand, scores.tolist())), ran
