@@ -342,9 +342,29 @@ def test_release_script_first_release_of_a_hardware_has_no_gate(tmp_path):
     assert not (tmp_path / "reg" / H100).exists()
 
 
-def _release_stubs(tmp_path, gate_passes: bool = False) -> pathlib.Path:
-    """A build directory whose diode-train copies the shipped H100 model as its candidate
-    (with the validation line the script chooses seeds by) and whose diode answers the gate
+def _single_model(shipped_model: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """`shipped_model` as a single model directory: as is when it is one, member 0 when it
+    is an ensemble (docs/model-format.md, Members; `diode ensemble` joins single models only)."""
+    import msgpack
+    j = json.loads((shipped_model / "model.json").read_text())
+    out.mkdir(parents=True)
+    arch = j["architecture"]
+    if arch.get("members", 1) == 1:
+        shutil.copy(shipped_model / "model.json", out / "model.json")
+        shutil.copy(shipped_model / "weights.msgpack", out / "weights.msgpack")
+        return out
+    magic, version, tensors = msgpack.unpackb((shipped_model / "weights.msgpack").read_bytes())
+    first = [[t[0][len("members.0."):], *t[1:]] for t in tensors if t[0].startswith("members.0.")]
+    (out / "weights.msgpack").write_bytes(msgpack.packb([magic, version, first], use_bin_type=True))
+    del arch["members"], arch["cascade"]
+    j["training"] = j["training"]["ensemble"][0]
+    (out / "model.json").write_text(json.dumps(j))
+    return out
+
+
+def _release_stubs(tmp_path, gate_passes: bool = False, single: bool = False) -> pathlib.Path:
+    """A build directory whose diode-train copies the shipped H100 model (with `single`, its
+    single-model form: _single_model) as its candidate (with the validation line the script chooses seeds by) and whose diode answers the gate
     "worse" (exit 3) or, with `gate_passes`, "better_or_equal" (exit 0), lists every problem
     for `--list-split test`, publishes with the real `diode publish`, and passes the rest of
     validate/verify: the script's gate branches, in seconds, without training."""
@@ -353,6 +373,8 @@ def _release_stubs(tmp_path, gate_passes: bool = False) -> pathlib.Path:
     (build / "cli").mkdir()
     shipped = ROOT / "python" / "torch_diode" / "bundles" / H100
     model = sorted(shipped.iterdir())[-1]
+    if single:  # what diode-train writes: one model (the shipped one may be an ensemble)
+        model = _single_model(model, tmp_path / "single-model")
     train = build / "models" / "diode-train"
     train.write_text(f"""#!/usr/bin/env bash
 while (($#)); do [ "$1" = --out ] && out=$2; shift; done
@@ -470,7 +492,7 @@ def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
     if not DIODE.exists() or shutil.which("mpirun") is None:
         pytest.skip("needs the C++ build (diode) and mpirun")
     keys = _release_keys(tmp_path)
-    build = _release_stubs(tmp_path, gate_passes=True)
+    build = _release_stubs(tmp_path, gate_passes=True, single=True)
     shipped = _release_inputs(tmp_path)
     r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1,2,3", "--ensemble", "24"))
     assert r.returncode == 0, r.stderr
