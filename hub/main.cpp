@@ -45,6 +45,8 @@ struct Config {
   double retrain_fraction = 0.0;
   uint64_t retrain_min_records = 1000;
   unsigned retrain_np = 2;
+  unsigned retrain_seeds = 1;
+  int retrain_cascade = 32;
   double retrain_check_s = 60, retrain_timeout_s = 7200, retrain_backoff_s = 300;
   std::string mpirun = "mpirun", mpirun_args, trainer, trainer_args, signing_keys;
   std::vector<std::string> trainer_args_for;
@@ -75,6 +77,8 @@ std::unique_ptr<diode::hub::Retrainer> make_retrainer(const Config& c, const dio
   ro.mpirun = c.mpirun;
   ro.mpirun_args = diode::hub::split_words(c.mpirun_args);
   ro.np = c.retrain_np;
+  ro.seeds = c.retrain_seeds;
+  ro.cascade = c.retrain_cascade;
   ro.trainer = c.trainer.empty() ? default_trainer() : c.trainer;
   if (ro.trainer.empty())
     throw std::runtime_error("--trainer: diode-train is neither next to diode-hub nor in PATH; give its path");
@@ -290,6 +294,17 @@ int main(int argc, char** argv) {
       ->group(rg);
   app.add_option("--retrain-np", c.retrain_np, "MPI ranks: mpirun -np N")
       ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-seeds", c.retrain_seeds,
+                 "Train N models with seeds 1..N (the hub passes --seed; keep it out of --trainer-args) and, "
+                 "with N > 1, publish them as one ensemble (docs/model-format.md, Members), as the release does")
+      ->check(CLI::Range(1u, 16u))
+      ->capture_default_str()
+      ->group(rg);
+  app.add_option("--retrain-cascade", c.retrain_cascade,
+                 "With --retrain-seeds > 1: the configs of member 0 the other members score (diode ensemble --cascade)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str()
       ->group(rg);
   app.add_option("--retrain-check-s", c.retrain_check_s, "Seconds between growth checks")

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -88,6 +89,17 @@ Retrainer::Retrainer(RetrainOptions o, const Store& store) : o_(std::move(o)), s
         "--retrain-fraction: this diode-hub was built without the model library (DIODE_WITH_TORCH=OFF), which the "
         "publish gate needs");
   if (o_.np < 1 || o_.np > 4096) throw std::invalid_argument("--retrain-np must be between 1 and 4096");
+  if (o_.seeds < 1 || o_.seeds > 16) throw std::invalid_argument("--retrain-seeds must be between 1 and 16");
+  if (o_.cascade < 1 || o_.cascade > 4096) throw std::invalid_argument("--retrain-cascade must be between 1 and 4096");
+  if (o_.seeds > 1) {  // the hub gives each training its --seed: a second one would be refused by the trainer
+    auto has_seed = [](const std::vector<std::string>& a) {
+      return std::any_of(a.begin(), a.end(), [](const std::string& w) { return w == "--seed" || w.rfind("--seed=", 0) == 0; });
+    };
+    bool seeded = has_seed(o_.trainer_args);
+    for (const auto& [key, args] : o_.trainer_args_for) seeded = seeded || has_seed(args);
+    if (seeded)
+      throw std::invalid_argument("--retrain-seeds > 1 sets each training's --seed: remove --seed from --trainer-args / --trainer-args-for");
+  }
   if (o_.check_interval.count() < 1) throw std::invalid_argument("--retrain-check-s must be positive");
   if (o_.timeout.count() < 1) throw std::invalid_argument("--retrain-timeout-s must be positive");
   const std::string mpirun = find_executable(o_.mpirun);
@@ -244,31 +256,48 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
                    d.problem_count());
     }
 
-    ProcessOptions po;
-    po.argv = training_command(o_, hw, data, out);
-    // Open MPI refuses to run as root unless told (containers often are root).
-    if (::geteuid() == 0)
-      for (const char* e : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})
-        if (!std::getenv(e)) po.env.push_back(std::string(e) + "=1");
-    po.timeout = o_.timeout;
-    po.kill_grace = o_.kill_grace;
-    po.stop = &stop_;
-    po.on_line = [&hw](const std::string& l) { spdlog::info("retrain {}: | {}", hw, l); };
-    std::string cmd;
-    for (const auto& a : po.argv) cmd += (cmd.empty() ? "" : " ") + a;
-    spdlog::info("retrain {}: running {}", hw, cmd);
-    const ProcessResult pr = run_process(po);
-    last_training_ms_ = uint64_t(pr.seconds * 1000);
-    log_text = "$ " + cmd + "\n" + pr.output_tail + "\n# " + pr.describe() + "\n";
-    if (pr.stopped) {
-      spdlog::warn("retrain {}: training {}; will start again after the restart", hw, pr.describe());
-      finish();
-      return;
+    // One training per seed (one with the trainer's own seed when seeds is 1); several are
+    // joined into an ensemble below. Returns false when the hub is stopping.
+    auto train = [&](const std::string& model_out, const std::vector<std::string>& extra) {
+      ProcessOptions po;
+      po.argv = training_command(o_, hw, data, model_out);
+      po.argv.insert(po.argv.end(), extra.begin(), extra.end());
+      // Open MPI refuses to run as root unless told (containers often are root).
+      if (::geteuid() == 0)
+        for (const char* e : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})
+          if (!std::getenv(e)) po.env.push_back(std::string(e) + "=1");
+      po.timeout = o_.timeout;
+      po.kill_grace = o_.kill_grace;
+      po.stop = &stop_;
+      po.on_line = [&hw](const std::string& l) { spdlog::info("retrain {}: | {}", hw, l); };
+      std::string cmd;
+      for (const auto& a : po.argv) cmd += (cmd.empty() ? "" : " ") + a;
+      spdlog::info("retrain {}: running {}", hw, cmd);
+      const ProcessResult pr = run_process(po);
+      last_training_ms_ = uint64_t(pr.seconds * 1000);
+      log_text += "$ " + cmd + "\n" + pr.output_tail + "\n# " + pr.describe() + "\n";
+      if (pr.stopped) {
+        spdlog::warn("retrain {}: training {}; will start again after the restart", hw, pr.describe());
+        return false;
+      }
+      if (!pr.ok()) throw std::runtime_error("training " + pr.describe() + ": " + last_lines(pr.output_tail, 3));
+      if (!fs::exists(model_out + "/model.json"))
+        throw std::runtime_error("the trainer exited 0 but wrote no " + model_out + "/model.json");
+      spdlog::info("retrain {}: trained in {:.1f} s", hw, pr.seconds);
+      return true;
+    };
+    if (o_.seeds <= 1) {
+      if (!train(out, {})) return finish();
+    } else {
+      std::vector<std::string> seed_dirs;
+      for (unsigned seed = 1; seed <= o_.seeds; ++seed) {
+        seed_dirs.push_back(work + "/seed-" + std::to_string(seed));
+        if (!train(seed_dirs.back(), {"--seed", std::to_string(seed)})) return finish();
+      }
+      const std::string joined = join_seeds(seed_dirs, data, o_.cascade, out);
+      log_text += "# joined " + std::to_string(o_.seeds) + " seeds: " + joined + "\n";
+      spdlog::info("retrain {}: joined {} seeds into one ensemble: {}", hw, o_.seeds, joined);
     }
-    if (!pr.ok()) throw std::runtime_error("training " + pr.describe() + ": " + last_lines(pr.output_tail, 3));
-    if (!fs::exists(out + "/model.json"))
-      throw std::runtime_error("the trainer exited 0 but wrote no " + out + "/model.json");
-    spdlog::info("retrain {}: trained in {:.1f} s", hw, pr.seconds);
 
     // The gate: against the published model, on the same test problems.
     RetrainState& s = state_for(hw);

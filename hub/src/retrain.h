@@ -38,6 +38,10 @@ struct RetrainOptions {
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
   unsigned np = 2;
+  // Seeds 1..seeds, one training each (--seed S appended); with more than one they are
+  // joined into one ensemble (join_seeds), the model the gate then judges.
+  unsigned seeds = 1;
+  int cascade = 32;       // the ensemble's cascade (docs/model-format.md, Members)
   std::string trainer;    // diode-train
   std::vector<std::string> trainer_args;
   // Per hardware key, diode-train arguments after trainer_args (so they can override it):
@@ -74,6 +78,15 @@ struct GateResult {
 };
 GateResult compare_with_published(const std::string& candidate_dir, const std::string& published_dir,
                                   const std::string& dataset_file);
+
+// Joins the models of `seed_dirs` (one hardware, one dataset: each a diode-train --out)
+// into one ensemble model directory `out`, as release_bundles.sh --ensemble does: member 0
+// is the seed with the lowest overall top-1 regret on the VALIDATION split of
+// `dataset_file` (never the test split the gate judges), the others follow in order.
+// Returns a summary for the log ("member 0: seed dir ..., validation top-1 ..."). Throws
+// when the members do not agree (diode::models::make_ensemble).
+std::string join_seeds(const std::vector<std::string>& seed_dirs, const std::string& dataset_file, int cascade,
+                       const std::string& out);
 
 // Records of the dataset a model directory was trained on (model.json
 // dataset.records), 0 if unknown.

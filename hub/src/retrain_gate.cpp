@@ -1,7 +1,9 @@
 // The publish gate of retrain.h. Needs diode_models (torch-free, but built
 // only with DIODE_WITH_TORCH=ON, see CMakeLists.txt); without it the hub
 // refuses --retrain-fraction at startup.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "diode/io.h"
@@ -51,9 +53,49 @@ GateResult compare_with_published(const std::string& candidate_dir, const std::s
   return g;
 }
 
+std::string join_seeds(const std::vector<std::string>& seed_dirs, const std::string& dataset_file, int cascade,
+                       const std::string& out) {
+  namespace dm = diode::models;
+  std::vector<dm::ModelDir> ms;
+  for (const auto& dir : seed_dirs) ms.push_back(dm::load_model_dir(dir));
+  const Dataset d = load_dataset(dataset_file);
+  dm::GroupOptions go;
+  go.hardware_key = ms.front().hardware_key;
+  go.include_community = ms.front().dataset.value("include_community", false);
+  go.include_replayed = ms.front().dataset.value("include_replayed", false);
+  const auto groups = dm::group_by_problem(d, go);
+  const auto idx = dm::split_indices(groups, "validation");
+  std::string summary = "validation top-1 by seed:";
+  size_t best = 0;
+  double best_t1 = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    // A split without problems leaves the order as trained (member 0: the first seed).
+    double t1 = 0;
+    if (!idx.empty()) t1 = dm::evaluate_model(ms[i], d.hardware_key, groups, idx).metrics.overall.at(1).geomean;
+    char b[64];
+    std::snprintf(b, sizeof b, " %.4f", t1);
+    summary += b;
+    if (i == 0 || t1 < best_t1) best = i, best_t1 = t1;
+  }
+  std::rotate(ms.begin(), ms.begin() + std::ptrdiff_t(best), ms.begin() + std::ptrdiff_t(best) + 1);
+  const dm::ModelDir e = dm::make_ensemble(ms, cascade);
+  dm::save_model_dir(out, e);
+  if (!idx.empty()) {
+    char b[128];
+    std::snprintf(b, sizeof b, "; ensemble of %zu (cascade %d): %.4f", ms.size(), cascade,
+                  dm::evaluate_model(e, d.hardware_key, groups, idx).metrics.overall.at(1).geomean);
+    summary += b;
+  }
+  return summary + "; member 0: " + std::filesystem::path(seed_dirs[best]).filename().string();
+}
+
 #else
 
 bool retrain_supported() { return false; }
+
+std::string join_seeds(const std::vector<std::string>&, const std::string&, int, const std::string&) {
+  throw std::runtime_error("diode-hub was built without the model library (DIODE_WITH_TORCH=OFF)");
+}
 
 GateResult compare_with_published(const std::string&, const std::string&, const std::string&) {
   throw std::runtime_error("diode-hub was built without the model library (DIODE_WITH_TORCH=OFF)");

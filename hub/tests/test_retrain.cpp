@@ -11,6 +11,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include "diode/bundle/keystore.h"
@@ -330,6 +331,19 @@ TEST(RetrainHub, BadFlagsAreRefused) {
     EXPECT_TRUE(start(with("nvidia-h200-144gb=--keep-aten")));
     EXPECT_FALSE(start(with("no key here")));
     EXPECT_FALSE(start(with("nvidia-h200-144gb=")));
+    // --retrain-seeds: 1 to 16, and the hub's own --seed per training, so none in the trainer's arguments.
+    const std::vector<std::string> keyed{"--retrain-fraction", "0.25", "--trainer", "/bin/true", "--signing-keys",
+                                         t.path + "/signing"};
+    auto seeds = [&](std::vector<std::string> more) {
+      auto a = keyed;
+      a.insert(a.end(), more.begin(), more.end());
+      return a;
+    };
+    EXPECT_TRUE(start(seeds({"--retrain-seeds", "3", "--trainer-args=--epochs 10"})));
+    EXPECT_FALSE(start(seeds({"--retrain-seeds", "17"})));
+    EXPECT_FALSE(start(seeds({"--retrain-seeds", "3", "--trainer-args=--epochs 10 --seed 3"})));
+    EXPECT_FALSE(start(seeds({"--retrain-seeds", "2", "--trainer-args-for", "nvidia-h200-144gb=--seed=4"})));
+    EXPECT_TRUE(start(seeds({"--retrain-seeds", "1", "--trainer-args=--seed 3"})));
   }
   // Off (the default) ignores the other retrain flags.
   EXPECT_TRUE(start({"--retrain-np", "3"}));
@@ -403,17 +417,19 @@ struct RetrainHubFixture {
     ready = t.path + "/ready.json";
     data = t.path + "/data";
   }
-  void start(const std::string& trainer) {
-    hub = std::make_unique<tk::HubProcess>(
-        DIODE_HUB_BINARY,
-        std::vector<std::string>{
-            "--data", data, "--ingest", endpoint, "--http", "127.0.0.1:0", "--server-key", keys.server_file,
-            "--allowlist", keys.allowlist_file, "--ready-file", ready, "--workers", "1", "--log-level", "info",
-            // Retrain when the data grew by half, and by at least 2,000 records.
-            "--retrain-fraction", "0.5", "--retrain-min-records", "2000", "--retrain-check-s", "0.2",
-            "--retrain-backoff-s", "60", "--retrain-timeout-s", "120", "--retrain-np", "2", "--mpirun",
-            DIODE_MPIRUN, "--mpirun-args=--oversubscribe --bind-to none", "--trainer", trainer,
-            "--trainer-args=--epochs 10 --hidden 16 --blocks 1 --seed 3", "--signing-keys", t.path + "/signing"});
+  // `seeding`: the trainer's seed (--trainer-args), or the hub's --retrain-seeds with its flags.
+  void start(const std::string& trainer, const std::vector<std::string>& seeding = {"--trainer-args=--epochs 10 "
+                                                                                    "--hidden 16 --blocks 1 --seed 3"}) {
+    std::vector<std::string> args{
+        "--data", data, "--ingest", endpoint, "--http", "127.0.0.1:0", "--server-key", keys.server_file,
+        "--allowlist", keys.allowlist_file, "--ready-file", ready, "--workers", "1", "--log-level", "info",
+        // Retrain when the data grew by half, and by at least 2,000 records.
+        "--retrain-fraction", "0.5", "--retrain-min-records", "2000", "--retrain-check-s", "0.2",
+        "--retrain-backoff-s", "60", "--retrain-timeout-s", "120", "--retrain-np", "2", "--mpirun",
+        DIODE_MPIRUN, "--mpirun-args=--oversubscribe --bind-to none", "--trainer", trainer, "--signing-keys",
+        t.path + "/signing"};
+    args.insert(args.end(), seeding.begin(), seeding.end());
+    hub = std::make_unique<tk::HubProcess>(DIODE_HUB_BINARY, args);
     hub->start(ready);
   }
   int port() const { return hub->http_port(); }
@@ -508,6 +524,34 @@ TEST(RetrainHub, RetrainsPublishesAndRejectsWorse) {
   const std::string log2 = io::read_file(f.data + "/retrain/" + hw + ".log");
   EXPECT_NE(log2.find("stub trainer writing"), std::string::npos) << log2;
   EXPECT_NE(log2.find("rejected: worse than published"), std::string::npos) << log2;
+  EXPECT_EQ(f.hub->kill(SIGTERM), 0);
+}
+
+// --retrain-seeds 2: two trainings (seeds 1 and 2), joined into one ensemble
+// (docs/model-format.md, Members), which is what the gate judges and the hub publishes.
+TEST(RetrainHub, JoinsSeedsIntoOneEnsemble) {
+  RetrainHubFixture f("seeds");
+  const std::string hw = hardware_key(models::synthetic_hardware());
+  f.start(DIODE_TRAIN_BINARY, {"--trainer-args=--epochs 10 --hidden 16 --blocks 1", "--retrain-seeds", "2",
+                               "--retrain-cascade", "8"});
+  const Dataset first = synthetic(11, 80);
+  push_all(f.endpoint, f.keys, first);
+  ASSERT_TRUE(wait_until([&] { return index_version(f.port(), hw) == 1; }, 120s))
+      << "no bundle published; failed " << metric(f.port(), "diode_hub_retrains_failed_total") << "\n"
+      << (fs::exists(f.data + "/retrain/" + hw + ".log") ? io::read_file(f.data + "/retrain/" + hw + ".log") : "");
+  ASSERT_TRUE(wait_until([&] { return metric(f.port(), "diode_hub_retrain_running") == 0; }, 10s));
+  const models::ModelDir m = models::load_model_dir(f.data + "/models/" + hw + "/1");
+  EXPECT_EQ(m.arch.members, 2);
+  EXPECT_EQ(m.arch.cascade, 8);
+  ASSERT_EQ(m.training["ensemble"].size(), 2u);
+  std::set<int64_t> seeds;
+  for (const auto& t : m.training["ensemble"]) seeds.insert(t.at("seed").get<int64_t>());
+  EXPECT_EQ(seeds, (std::set<int64_t>{1, 2}));
+  const std::string log = io::read_file(f.data + "/retrain/" + hw + ".log");
+  EXPECT_NE(log.find("--seed 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("--seed 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("# joined 2 seeds: validation top-1 by seed:"), std::string::npos) << log;
+  EXPECT_TRUE(fs::is_empty(f.data + "/retrain/work")) << "work directory left behind";
   EXPECT_EQ(f.hub->kill(SIGTERM), 0);
 }
 
