@@ -434,3 +434,30 @@ def test_create_mpijobs_posts_each_template(tmp_path):
     empty.mkdir()
     p = run(["bash", str(TRAINER / "diode-create-mpijobs"), str(empty)], env=env)
     assert p.returncode == 1 and "no MPIJob templates" in p.stderr
+
+
+def test_train_job_joins_seeds_into_an_ensemble(tmp_path):
+    """--seeds=3: one training per seed (the job's --seed), each scored on the validation
+    split, then `diode ensemble` with the lowest validation top-1 first; a --seed in the
+    recipe is refused with it."""
+    env, log = train_job_env(tmp_path)
+    # diode validate answers per seed directory (seed-2 is best), the rest as train_job_env
+    stub(tmp_path / "bin", "diode", f'echo "diode $*" >> {log}\n'
+         'if [ "$1" = validate ]; then case "$*" in *seed-1*) t=1.0400 ;; *seed-2*) t=1.0300 ;; *) t=1.0500 ;; esac\n'
+         '  printf "overall (every measured candidate)\\n  model top1   %s   1.1000\\n" "$t"; fi\n')
+    work, registry = tmp_path / "work", tmp_path / "registry"
+    work.mkdir()
+    args = [str(TRAINER / "diode-train-job"), "--hardware=nvidia-h100-80gb", f"--data={work}/d", f"--work={work}",
+            f"--registry={registry}", f"--signing-keys={make_signing_archive(tmp_path)}"]
+    p = run(args + ["--seeds=3", "--train-args=--epochs 20"], env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    calls = log.read_text()
+    for s in (1, 2, 3):
+        assert f"--out {work}/seed-{s} --epochs 20 --seed {s}" in calls, calls
+    assert (f"diode ensemble --member {work}/seed-2 --member {work}/seed-1 --member {work}/seed-3 "
+            f"--out {work}/model") in calls, calls
+    assert "joined 3 seeds into one ensemble, seed 2 first" in p.stdout
+    assert calls.index("diode ensemble") < calls.index("diode publish")
+    for bad in (["--seeds=3", "--train-args=--epochs 20 --seed 4"], ["--seeds=17"], ["--seeds=x"]):
+        p = run(args + bad, env=env)
+        assert p.returncode == 2, (bad, p.stdout + p.stderr)
