@@ -11,19 +11,14 @@
 #include "diode/json.h"
 #include "mlp_infer.h"
 #include "model_format.h"
-#include "random_model.h"
+#include "model_test_util.h"
 
 using namespace diode;
 using namespace diode::models;
 using diode::models::test::random_model;
+using diode::models::test::temp_dir;
 
 namespace {
-
-std::string tmpdir(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() / ("diode-ensemble-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  return p.string();
-}
 
 ModelDir ensemble_of(int members, int cascade, int hidden = 8) {
   std::vector<ModelDir> ms;
@@ -95,7 +90,7 @@ TEST(Ensemble, FormatRoundTripsWithPrefixedMemberTensors) {
   EXPECT_EQ(e.weights.back().name, "members.2.head.bias");
   EXPECT_EQ(e.arch.to_json()["cascade"], 5);
   EXPECT_EQ(e.training["ensemble"].size(), 3u);
-  const std::string dir = tmpdir("roundtrip");
+  const std::string dir = temp_dir("roundtrip");
   save_model_dir(dir, e);
   const ModelDir back = load_model_dir(dir);
   EXPECT_EQ(back.weights, e.weights);

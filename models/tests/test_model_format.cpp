@@ -7,21 +7,12 @@
 #include "diode/io.h"
 #include "mlp_infer.h"
 #include "model_format.h"
-#include "random_model.h"
+#include "model_test_util.h"
 
 using namespace diode;
 using namespace diode::models;
 using diode::models::test::random_model;
-
-namespace {
-
-std::string tmpdir(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() / ("diode-models-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  return p.string();
-}
-
-}  // namespace
+using diode::models::test::temp_dir;
 
 TEST(ModelFormat, WeightsRoundTripBitExact) {
   const ModelDir m = random_model(16, 2, 1);
@@ -32,7 +23,7 @@ TEST(ModelFormat, WeightsRoundTripBitExact) {
 TEST(ModelFormat, DirectoryRoundTrip) {
   ModelDir m = random_model(8, 1, 2);
   m.metrics = {{"rmse_log", 0.1}};
-  const std::string dir = tmpdir("dir");
+  const std::string dir = temp_dir("dir");
   save_model_dir(dir, m);
   const ModelDir back = load_model_dir(dir);
   EXPECT_EQ(back.weights, m.weights);
@@ -64,7 +55,7 @@ TEST(ModelFormat, RejectsMismatchedOrCorruptWeights) {
 
 TEST(ModelFormat, RejectsBadModelJson) {
   const ModelDir m = random_model(8, 1, 4);
-  const std::string dir = tmpdir("bad");
+  const std::string dir = temp_dir("bad");
   save_model_dir(dir, m);
   auto j = model_json(m);
   j["architecture"]["activation"] = "gelu";

@@ -13,11 +13,11 @@ np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 
 from test_hook_model import random_weights, write_model_dir  # noqa: E402
+from test_hook_rank_fast import exhaustive  # noqa: E402,F401  (a fixture)
 from test_hook_ranking import M, K, N, FakeMMInputs, finalize, make_choices, model, real_configs  # noqa: E402,F401
 from torch_diode.hook.choices import HookState, choices_class  # noqa: E402
 from torch_diode.hook.stats import Stats  # noqa: E402
 from torch_diode import wire  # noqa: E402
-from torch_diode.collect.enumerate import mm_configs  # noqa: E402
 from torch_diode.features import FeatureSpec  # noqa: E402
 from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker  # noqa: E402
 from torch_diode.model import (CASCADE_OFFSET, LoadedModel, ModelFormatError, cascade_scores,  # noqa: E402
@@ -98,14 +98,9 @@ def hand_scores(weights: list[dict], x: torch.Tensor, configs: list, cascade: in
 
 
 @pytest.fixture(scope="module")
-def triton_configs():
-    cfgs = []
-    for i, kw in enumerate(mm_configs(2048, 2048, 2048, 2, "EXHAUSTIVE")):
-        cfgs.append(KernelConfig(template="triton::mm" if i % 7 else "triton::bmm", block_m=kw["BLOCK_M"],
-                                 block_n=kw["BLOCK_N"], block_k=kw["BLOCK_K"], group_m=kw.get("GROUP_M", 8),
-                                 num_stages=kw["num_stages"], num_warps=kw["num_warps"],
-                                 even_k=bool(kw.get("EVEN_K", False)), allow_tf32=i % 3 == 0))
-    return cfgs
+def triton_configs(exhaustive):
+    """Inductor's EXHAUSTIVE mm list as KernelConfigs (test_hook_rank_fast's fixture)."""
+    return exhaustive
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,12 @@
-// A single residual MLP with seeded normal weights, for tests of the model format
-// and the torch-free forward.
+// Helpers of the model tests: a single residual MLP with seeded normal weights, and a
+// fresh temporary directory.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <random>
+#include <string>
 
 #include "model_format.h"
 
@@ -24,6 +28,13 @@ inline ModelDir random_model(int hidden, int blocks, uint64_t seed) {
     m.weights.push_back(std::move(t));
   }
   return m;
+}
+
+// A path under the temporary directory, unique to this process and `name`, removed first.
+inline std::string temp_dir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("diode-models-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p.string();
 }
 
 }  // namespace diode::models::test
