@@ -62,7 +62,7 @@ sys.path.insert(0, str(REPO / "python"))
 import torch  # noqa: E402
 
 from torch_diode.hook.ranking import Ranker  # noqa: E402
-from torch_diode.model import load_model_dir  # noqa: E402
+from torch_diode.model import cascade_scores, is_aten_template, load_model_dir  # noqa: E402
 from torch_diode import wire  # noqa: E402
 from torch_diode_011_eval import list_split  # noqa: E402  (bench/, the same listing)
 
@@ -82,21 +82,17 @@ def model_scores(rankers: list[Ranker], p: dict) -> np.ndarray:
     return np.asarray([r.score(prob, cfgs)[0] for r in rankers], dtype=np.float64).reshape(len(rankers), len(cfgs))
 
 
-def cascade_scores(scores: np.ndarray, templates: list[str], cascade: int) -> np.ndarray:
-    """The ensemble as a ranker would run it within a time budget: the first model scores
-    every config, the others only its `cascade` best and every ATen config (predict mode
-    compares ATen's score with the best Triton config's). Those get the mean over all
-    models; every other config keeps the first model's score plus 1000, i.e. ranks after
-    them in the first model's order. cascade 0: every config gets the mean (the plain ensemble)."""
-    if cascade <= 0 or cascade >= scores.shape[1]:
+def ensemble_scores(scores: np.ndarray, templates: list[str], cascade: int) -> np.ndarray:
+    """[models, configs] predictions -> one score per config. cascade 0: the mean of every
+    model's predicted log time (float64). cascade K > 0: the shipped format's cascade
+    (torch_diode.model.cascade_scores, docs/model-format.md, Members: the first model scores
+    every config, the others its K best and the ATen configs), float32 as the hook scores."""
+    if cascade <= 0:
         return scores.mean(axis=0)
-    first = scores[0]
-    chosen = set(np.argsort(first, kind="stable")[:cascade].tolist())
-    chosen |= {i for i, t in enumerate(templates) if t == "aten" or t.startswith("aten::")}
-    out = first + 1000.0
-    idx = sorted(chosen)
-    out[idx] = scores[:, idx].mean(axis=0)
-    return out
+    aten = np.fromiter((is_aten_template(t) for t in templates), dtype=bool, count=len(templates))
+    # the rows are float64 of float32 predictions: back to float32 exactly
+    return cascade_scores(scores[0].astype(np.float32), aten, cascade,
+                          lambda idx: scores[1:, idx].astype(np.float32)).astype(np.float64)
 
 
 def rankings_doc(problems: list[dict], rankers: list[Ranker], name: str, k: int, split: str,
@@ -106,7 +102,7 @@ def rankings_doc(problems: list[dict], rankers: list[Ranker], name: str, k: int,
         if not p["configs"]:
             continue
         templates = [c["template"] for c in p["configs"]]
-        s = cascade_scores(model_scores(rankers, p), templates, cascade)  # ensemble: mean predicted log time
+        s = ensemble_scores(model_scores(rankers, p), templates, cascade)  # ensemble: mean predicted log time
         ranked[p["problem"]] = {"configs": len(p["configs"]), "scores": [float(v) for v in s]}
     return {"format": "diode-baseline-rankings", "version": 1, "name": name, "k": k, "with_aten": False,
             "fallback": "inductor_default", "ops": OPS, "split": split, "combine": "mean_log_time", "cascade": cascade,
@@ -126,7 +122,7 @@ def main() -> int:
     ap.add_argument("--out", help="rankings file (default <name>.rankings.json)")
     ap.add_argument("--cascade", type=int, default=0,
                     help="> 0: the other models score only the first model's CASCADE best configs and ATen "
-                         "(cascade_scores); 0 (default): every model scores every config")
+                         "(torch_diode.model.cascade_scores); 0 (default): every model scores every config")
     ap.add_argument("--max-spread", type=float, default=0.0,
                     help="as diode validate --max-spread (score the file with the same value); 0: as measured")
     a = ap.parse_args()

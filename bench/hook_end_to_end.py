@@ -702,6 +702,7 @@ def run_collector(a, workloads: list[str], out_dir: str, suffix: str, timeout: f
 
 def parse_collector(shard: str, ws: list[str], rc, wall: float, log_tail: str) -> list[dict]:
     from torch_diode import wire
+    from torch_diode.model import is_aten_template
     base = {"mode": "collector", "rc": rc, "collector_wall_s": wall}
     if not os.path.exists(shard):
         return [dict(base, workload=w, status="error" if rc is not None else "not_finished", stderr_tail=log_tail)
@@ -735,7 +736,7 @@ def parse_collector(shard: str, ws: list[str], rc, wall: float, log_tail: str) -
             continue
         best = min(ok, key=lambda r: r.median_us)
         dflt = [r for r in ok if r.flags & FLAG_DEFAULT and r.config.template != "aten"]
-        aten = [r for r in ok if r.config.template == "aten" or r.config.template.startswith("aten::")]
+        aten = [r for r in ok if is_aten_template(r.config.template)]
         triton = [r for r in ok if r.config.template.startswith("triton")]
         st = walls.get(key[0], {})
         out[key[1]] = dict(base, workload=key[1], status="ok", compile_s=st.get("wall_s"),

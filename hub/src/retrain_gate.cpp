@@ -23,6 +23,18 @@ namespace diode::hub {
 
 bool retrain_supported() { return true; }
 
+namespace {
+// A model's problems as it was trained on them: its hardware, and the community /
+// replayed records as model.json's dataset says (the gate and the seed choice alike).
+diode::models::GroupOptions trained_grouping(const diode::models::ModelDir& m) {
+  diode::models::GroupOptions go;
+  go.hardware_key = m.hardware_key;
+  go.include_community = m.dataset.value("include_community", false);
+  go.include_replayed = m.dataset.value("include_replayed", false);
+  return go;
+}
+}  // namespace
+
 GateResult compare_with_published(const std::string& candidate_dir, const std::string& published_dir,
                                   const std::string& dataset_file) {
   namespace dm = diode::models;
@@ -30,11 +42,7 @@ GateResult compare_with_published(const std::string& candidate_dir, const std::s
   const dm::ModelDir pub = dm::load_model_dir(published_dir);
   const Dataset d = load_dataset(dataset_file);
   // The test problems as the candidate saw them: same grouping options as its training.
-  dm::GroupOptions go;
-  go.hardware_key = cand.hardware_key;
-  go.include_community = cand.dataset.value("include_community", false);
-  go.include_replayed = cand.dataset.value("include_replayed", false);
-  const auto groups = dm::group_by_problem(d, go);
+  const auto groups = dm::group_by_problem(d, trained_grouping(cand));
   const auto idx = dm::split_indices(groups, "test");
   const dm::Evaluation ec = dm::evaluate_model(cand, d.hardware_key, groups, idx);
   const dm::Evaluation ep = dm::evaluate_model(pub, d.hardware_key, groups, idx);
@@ -59,11 +67,7 @@ std::string join_seeds(const std::vector<std::string>& seed_dirs, const std::str
   std::vector<dm::ModelDir> ms;
   for (const auto& dir : seed_dirs) ms.push_back(dm::load_model_dir(dir));
   const Dataset d = load_dataset(dataset_file);
-  dm::GroupOptions go;
-  go.hardware_key = ms.front().hardware_key;
-  go.include_community = ms.front().dataset.value("include_community", false);
-  go.include_replayed = ms.front().dataset.value("include_replayed", false);
-  const auto groups = dm::group_by_problem(d, go);
+  const auto groups = dm::group_by_problem(d, trained_grouping(ms.front()));
   const auto idx = dm::split_indices(groups, "validation");
   std::string summary = "validation top-1 by seed:";
   size_t best = 0;

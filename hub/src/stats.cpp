@@ -87,9 +87,6 @@ constexpr const char* kUnrecorded = "unrecorded";
 
 std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded : s; }
 
-// The op's own ATen kernel ("aten") or another extern ATen choice ("aten::bias_addmm").
-bool is_aten(const std::string& template_id) { return template_id == "aten" || template_id.rfind("aten::", 0) == 0; }
-
 }  // namespace
 
 nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources) {
@@ -135,7 +132,7 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
         q.ok++;
         if (r.spread_above(kWideSpread)) q.wide_spread++;
         if (r.flags & kRecordStaticShape) q.static_shape++;
-        if (!is_aten(r.config.template_id)) {
+        if (!r.config.is_aten()) {
           auto& b = best_triton[r.problem_index];
           const bool is_static = (r.flags & kRecordStaticShape) != 0;
           b.any_static = b.any_static || is_static;
@@ -145,7 +142,7 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
       templates[r.config.template_id]++;
       const auto& p = s.problems[r.problem_index];
       configs[p].insert(r.config);
-      if (is_aten(r.config.template_id)) with_aten.insert(p);
+      if (r.config.is_aten()) with_aten.insert(p);
       if (r.flags & kRecordInDefault) with_default.insert(p);
     }
     for (const auto& [pi, b] : best_triton)

@@ -201,9 +201,7 @@ std::vector<float> MlpInfer::score(const ProblemGroup& g) const {
   std::vector<char> in(rows, 0);
   for (size_t i = 0; i < k; ++i) in[order[i]] = 1;
   for (size_t i = 0; i < rows; ++i)
-    if (g.configs[i].template_id.rfind("aten", 0) == 0 &&
-        (g.configs[i].template_id.size() == 4 || g.configs[i].template_id.compare(4, 2, "::") == 0))
-      in[i] = 1;
+    if (g.configs[i].is_aten()) in[i] = 1;
   std::vector<size_t> sel;
   std::vector<float> xs;
   for (size_t i = 0; i < rows; ++i)

@@ -199,11 +199,19 @@ ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
     if (m.spec.to_json() != first.spec.to_json()) throw std::invalid_argument(who + ": another feature spec");
     if (m.dataset != first.dataset) throw std::invalid_argument(who + ": trained on another dataset");
     e.training["ensemble"].push_back(m.training);
-    for (const NamedTensor& t : m.weights)
-      e.weights.push_back({"members." + std::to_string(i) + "." + t.name, t.shape, t.data});
+    const auto single = m.arch.tensor_shapes();
+    if (m.weights.size() != single.size())
+      throw std::invalid_argument(who + ": weights do not match the architecture");
+    for (size_t t = 0; t < single.size(); ++t)
+      if (m.weights[t].name != single[t].first || m.weights[t].shape != single[t].second)
+        throw std::invalid_argument(who + ": weight " + m.weights[t].name + " out of the architecture's order");
+    e.weights.insert(e.weights.end(), m.weights.begin(), m.weights.end());
   }
   e.arch.members = int(members.size());
   e.arch.cascade = cascade;
+  // The member-major names of the format (diode/model_shapes.h), in the same order.
+  const auto names = e.arch.tensor_shapes();
+  for (size_t t = 0; t < e.weights.size(); ++t) e.weights[t].name = names.at(t).first;
   return e;
 }
 

@@ -52,6 +52,8 @@ struct KernelConfig {
   bool operator==(const KernelConfig&) const = default;
   bool operator<(const KernelConfig& o) const;
   bool is_triton() const { return template_id.rfind("triton::", 0) == 0; }
+  // The op's own ATen kernel ("aten") or another extern ATen choice ("aten::bias_addmm").
+  bool is_aten() const { return template_id == "aten" || template_id.rfind("aten::", 0) == 0; }
 };
 
 enum class TimingStatus : uint8_t { ok, compile_error, out_of_resources, timeout };
