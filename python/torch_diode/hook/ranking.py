@@ -48,7 +48,8 @@ DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, what
 # bench/aten_margin_choice.py: the smallest margin of its grid that keeps every validation
 # GEMM within 1.10x of cuBLAS for every shipped model. 0.05 since H100 version 8 (session 21):
 # its worst GEMM is 1.014x cuBLAS at 0.05 (geomean 0.917x, 0.942x at 0.10), H200 version 4's
-# 1.096x (0.906x; 1.000x and 0.925x at 0.10). 0.10 for H100 version 7 (session 16), whose
+# 1.096x (0.906x; 1.000x and 0.925x at 0.10); H200 version 5's (session 22) 1.054x (0.901x).
+# 0.10 for H100 version 7 (session 16), whose
 # worst GEMM was 1.199x cuBLAS at 0.05; 0.05 for H100 versions 5-6 and the H200 candidates
 # (session 14; version 6's worst was 1.102x). 0 is the plain lowest predicted time.
 DEFAULT_ATEN_MARGIN = 0.05
