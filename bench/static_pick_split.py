@@ -20,6 +20,11 @@ and its top-1 is the lowest predicted time, as `diode validate`'s overall top-1.
     build/cli/diode validate --dataset datasets/nvidia-h100-80gb --list-split test --json > test.json
     PYTHONPATH=python python bench/static_pick_split.py --model python/torch_diode/bundles/nvidia-h100-80gb/7 \\
         --split-list test.json datasets/nvidia-h100-80gb
+
+`--uncompiled-list OUT` also writes the problems of the split list whose model top-N holds a
+record not timed as compiled, in the split list's own format: what a fair re-collection with
+that model's picks needs (`python -m torch_diode.collect.respec --split-list OUT --model-top
+10 --model MODEL`, datasets/README), since only those problems' records change.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 
 from predict_aten_margin import problems_of, read_split_list  # noqa: E402
+from torch_diode.collect.respec import problem_key  # noqa: E402
 from stats import geomean  # noqa: E402
 from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402
 from torch_diode.hook.ranking import Options, Ranker, config_key  # noqa: E402
@@ -74,6 +80,11 @@ def split_rows(model, datasets, keep=None, max_spread: float = 0.0, top: int = 1
     return rows
 
 
+def uncompiled_top(rows: list[dict]) -> set:
+    """problem_key of every row whose model top-N holds a record not timed as compiled."""
+    return {problem_key(r["problem"]) for r in rows if r.get("top_compiled", 0) < r.get("top", 0)}
+
+
 def summary(rows: list[dict]) -> dict:
     comp = [r["regret"] for r in rows if r["compiled"]]
     run = [r for r in rows if not r["compiled"]]
@@ -82,6 +93,7 @@ def summary(rows: list[dict]) -> dict:
     return {"problems": len(rows), "top1": geomean([r["regret"] for r in rows]),
             "best_is_compiled": sum(r["best_compiled"] for r in rows),
             "top_picks": n_top, "top_picks_compiled": sum(r.get("top_compiled", 0) for r in rows),
+            "problems_top_uncompiled": sum(r.get("top_compiled", 0) < r.get("top", 0) for r in rows),
             "compiled": {"problems": len(comp), "top1": geomean(comp) if comp else None},
             "runtime_size": {"problems": len(run), "top1": geomean([r["regret"] for r in run]) if run else None,
                              "with_same_tile_static": len(sib),
@@ -101,7 +113,12 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=10,
                     help="also count how many of the model's TOP best-scored records are timed as compiled (default 10)")
     ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--uncompiled-list", metavar="OUT",
+                    help="with --split-list: write the split list's problems whose model top TOP holds a record "
+                         "not timed as compiled (the list format, for respec --split-list)")
     a = ap.parse_args(argv)
+    if a.uncompiled_list and not a.split_list:
+        ap.error("--uncompiled-list needs --split-list (it writes a subset of that list)")
     keep = read_split_list(a.split_list) if a.split_list else None
     if a.top < 1:
         ap.error("--top: at least 1")
@@ -131,6 +148,13 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(s, f, indent=1)
+    if a.uncompiled_list:
+        want = uncompiled_top(rows)
+        with open(a.split_list) as f:
+            items = [x for x in json.load(f) if problem_key(x) in want]
+        with open(a.uncompiled_list, "w") as f:
+            json.dump(items, f, indent=1)
+        print(f"{len(items)} problems with a top-{a.top} record not timed as compiled -> {a.uncompiled_list}")
     return 0
 
 

@@ -54,15 +54,25 @@ def test_summary_splits_the_geomean_and_substitutes_the_same_tile():
     assert s["top_picks"] == 30 and s["top_picks_compiled"] == 13
 
 
+def test_uncompiled_top_keeps_the_problems_a_recollection_changes():
+    a, b, c = (Problem(op="mm", m=m, n=64, k=64) for m in (16, 32, 64))
+    rows = [{"problem": a, "top": 10, "top_compiled": 10},   # every pick timed as compiled
+            {"problem": b, "top": 10, "top_compiled": 9},    # one runtime-size-only pick
+            {"problem": c, "top": 3, "top_compiled": 3}]     # fewer records than TOP, all compiled
+    assert sps.uncompiled_top(rows) == {sps.problem_key(b)}
+    assert sps.summary([dict(r, regret=1.0, compiled=True, best_compiled=True, same_tile_static=None)
+                        for r in rows])["problems_top_uncompiled"] == 1
+
+
 @needs_model_tools
 def test_all_problems_is_diode_validates_top1(tmp_path):
     model = shipped_model("nvidia-h100-80gb")
     split = tmp_path / "test.json"
     split.write_text(run(DIODE, "validate", "--dataset", DATA, "--list-split", "test", "--json"))
     val = json.loads(run(DIODE, "validate", "--model", model, "--dataset", DATA, "--split", "test", "--json"))
-    out = tmp_path / "s.json"
+    out, sub = tmp_path / "s.json", tmp_path / "uncompiled.json"
     r = subprocess.run([sys.executable, SCRIPT, "--model", str(model), "--split-list", str(split), str(DATA),
-                        "--json", str(out)], capture_output=True, text=True, timeout=900)
+                        "--json", str(out), "--uncompiled-list", str(sub)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads(out.read_text())
     assert s["problems"] == val["problems"]
@@ -71,3 +81,9 @@ def test_all_problems_is_diode_validates_top1(tmp_path):
     # the top-10 count: up to 10 picks a problem (fewer where it has fewer records)
     assert s["problems"] < s["top_picks"] <= 10 * s["problems"] and 0 < s["top_picks_compiled"] <= s["top_picks"]
     assert s["top_picks_compiled"] >= s["compiled"]["problems"] > 0
+    # --uncompiled-list: the split list's own entries, those with a top-10 pick not timed as
+    # compiled, in a form respec --split-list reads
+    items, picked = json.loads(split.read_text()), json.loads(sub.read_text())
+    assert len(picked) == s["problems_top_uncompiled"] and all(x in items for x in picked)
+    assert (s["top_picks"] - s["top_picks_compiled"] > 0) == (len(picked) > 0)
+    assert sps.read_split_list(str(sub)) == {sps.problem_key(x) for x in picked}
