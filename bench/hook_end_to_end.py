@@ -382,7 +382,9 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
     torch.cuda.synchronize()
     why = "profiler saw no kernels"
     try:
-        calls, copies, names = per_call(trace_events(call, buf.bitwise_not_, reps))
+        events = trace_events(call, buf.bitwise_not_, reps)
+        calls, copies, names = per_call(events)
+        by_kernel = kernel_breakdown(events)
     except Exception as ex:  # no CUPTI, ...: the fallback below, and say why
         calls, why = [], f"profiler failed: {type(ex).__name__}: {str(ex)[:200]}"
     if not calls or not any(calls):  # fall back to CUDA events over back-to-back calls (launch-bound)
@@ -400,6 +402,7 @@ def _gpu_us(fn, args, reps: int, cold: bool) -> dict:
             "memcpy_us": statistics.median(copies),  # memcpy, memset and ATen fills, not in "us"
             "kernels_per_call": sum(names.values()) / len(calls),
             "kernels": sorted(names, key=lambda k: -names[k])[:8],
+            "kernel_us": by_kernel,
             "method": "cupti kernel sum, " + ("cold L2" if cold else "warm L2")}
 
 
@@ -413,6 +416,22 @@ def _cpu_us(fn, args, reps: int, cold: bool) -> dict:
         fn(*args)
         ts.append((time.perf_counter() - t0) * 1e6)
     return {"us": statistics.median(ts), "method": "cpu wall (smoke)"}
+
+
+def kernel_breakdown(events: list[dict], top: int = 8) -> dict:
+    """Kernel name -> median GPU time per call (us; a kernel launched twice in a call counts
+    both), the `top` costliest, from the same trace as per_call and with its rules (the
+    `bitwise_not` marker opens a call; ATen fills are not GEMM time). So two modes whose
+    calls run the same kernels but differ in time say which kernel holds the difference
+    (2026-11-27, H200: top-5's mlp_block 132 us against plain's 109 us, same kernel names)."""
+    from cupti_trace import call_launches, kernel_sums
+    calls = [{n: us for n, us in kernel_sums(launches).items() if "FillFunctor" not in n}
+             for launches in call_launches(events)]
+    if not calls:
+        return {}
+    names = {n for c in calls for n in c}
+    med = {n: statistics.median(c.get(n, 0.0) for c in calls) for n in names}
+    return {n: round(med[n], 3) for n in sorted(med, key=lambda n: -med[n])[:top]}
 
 
 def per_call(events: list[dict]) -> tuple[list[float], list[float], dict]:

@@ -162,6 +162,10 @@ def test_per_call_kernel_sums_from_trace():
     assert calls == [6.0, 7.0, 8.0] and copies == [3.5, 3.5, 3.5]
     assert names == {"triton_tem_fused_mm_0": 3, "triton_poi_fused_add_1": 3}
     assert b.per_call([]) == ([], [], {})
+    # the same calls, per kernel: median us per call, the costliest first, no fills or copies
+    assert b.kernel_breakdown(ev) == {"triton_tem_fused_mm_0": 6.0, "triton_poi_fused_add_1": 1.0}
+    assert list(b.kernel_breakdown(ev, top=1)) == ["triton_tem_fused_mm_0"]
+    assert b.kernel_breakdown([]) == {}
 
 
 def test_workloads_cover_issue_20():
