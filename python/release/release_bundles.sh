@@ -59,13 +59,24 @@
 #   --tested-torch V    torch version(s) the models were tested with (repeatable; default:
 #                       the trainer's)
 #   --no-gate           publish even when the candidate loses to the shipped model
+#   --resign            train nothing: publish each hardware's shipped model again, unchanged
+#                       (model.json and weights.msgpack byte for byte), as the next version
+#                       signed by --keys, and ship it with --keys' root.pub. For a new release
+#                       key after the old key directory was lost (docs/operations.md, Release
+#                       root key): every shipped bundle must chain to the one root.pub shipped.
+#                       The committed validate results stay as they are (the model is the same)
 #   --dry-run           print the commands, run nothing
+#
+# Versions keep growing across registries: a registry that holds no version of a hardware at
+# least the shipped one's (a fresh registry after a lost machine) is first given a copy of the
+# shipped version directory, so `diode publish` numbers the next version above it (a lower
+# number would read as older than the one the package shipped before, docs/hook.md).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" ensemble=0 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1
+np=2 epochs=150 seed=1 seeds="" ensemble=0 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
 hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
@@ -87,6 +98,7 @@ while (($#)); do
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
     --dry-run) dry=1; shift ;;
     --no-gate) gate=0; shift ;;
+    --resign) resign=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "release_bundles: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -96,6 +108,9 @@ die() { echo "release_bundles: $*" >&2; exit 2; }
 [ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
 [[ $ensemble =~ ^[0-9]+$ ]] || die "--ensemble K takes a whole number (the cascade), got '$ensemble'"
 if ((ensemble)) && [[ ! $seeds =~ , ]]; then die "--ensemble needs --seeds with at least two seeds"; fi
+if ((resign)) && { [ -n "$seeds" ] || ((ensemble)) || [ -n "$train_args" ]; }; then
+  die "--resign trains nothing: it takes no --seeds, --ensemble or --train-args"
+fi
 datasets=$(cd "$datasets" && pwd) || die "no datasets directory $datasets"
 keys=$(cd "$keys" && pwd) || die "no key directory $keys"
 [ -f "$keys/root.pub" ] && [ -d "$keys/targets" ] || die "$keys has no root.pub / targets/ (diode keys init)"
@@ -118,11 +133,61 @@ shipped="${shipped:-$repo/python/torch_diode/bundles}"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
 failed=() done_=() kept=()
+# The shipped model of hardware $1 (its newest version directory), or nothing for a hardware
+# the package does not ship yet: find's failure on the missing directory must not end the
+# script under `set -e -o pipefail` (it did, silently, on the first H200 release).
+shipped_version() {
+  { find "$shipped/$1" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null || true; } | sort -V | tail -1
+}
+# Give the registry the shipped version directory $2 of hardware $1 when it holds no version
+# at least as high, so the next publish numbers above what the package shipped.
+seed_registry() {
+  local hw=$1 prev=$2 v top
+  [ -n "$prev" ] || return 0
+  v=$(basename "$prev")
+  top=$({ find "$registry/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' -printf '%f\n' 2>/dev/null || true; } | sort -n | tail -1)
+  if [ -z "$top" ] || ((top < v)); then
+    echo "+ cp -r $prev $registry/$hw/$v   (the registry had ${top:-no version}; versions keep growing)" >&2
+    ((dry)) || { mkdir -p "$registry/$hw" && cp -r "$prev" "$registry/$hw/$v"; }
+  fi
+}
+# Publish $w/model of hardware $hw as the next version, verify it, and make it the package's
+# only version of that hardware. Sets `version`; returns 1 (the caller records the failure).
+publish_and_ship() {
+  local out f
+  out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
+        "${tested[@]}") || return 1
+  echo "$out" >&2
+  version=$(sed -n 's/^published [a-z0-9-]* version \([0-9]*\) at .*/\1/p' <<<"$out")
+  [ -n "$version" ] || { echo "release_bundles: cannot parse: $out" >&2; return 1; }
+  run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" >&2
+  rm -rf "$shipped/$hw.new"
+  mkdir -p "$shipped/$hw.new/$version"
+  for f in bundle.json roots.json model.json weights.msgpack; do
+    cp "$registry/$hw/$version/$f" "$shipped/$hw.new/$version/$f"
+  done
+  rm -rf "$shipped/$hw"
+  mv "$shipped/$hw.new" "$shipped/$hw"
+}
 for hw in "${hardware[@]}"; do
   data="$datasets/$hw" w="$work/$hw"
   echo "== $hw" >&2
   ((dry)) || rm -rf "$w"
   mkdir -p "$w"
+  if ((resign)); then
+    prev=$(shipped_version "$hw")
+    if [ -z "$prev" ]; then
+      echo "release_bundles: $hw: --resign, but the package ships no $hw model" >&2
+      failed+=("$hw (resign)"); continue
+    fi
+    echo "+ cp $prev/model.json $prev/weights.msgpack $w/model/   (re-signed unchanged)" >&2
+    seed_registry "$hw" "$prev"
+    ((dry)) && continue
+    mkdir -p "$w/model" && cp "$prev/model.json" "$prev/weights.msgpack" "$w/model/"
+    if publish_and_ship; then done_+=("$hw $version (version $(basename "$prev")'s model re-signed)")
+    else failed+=("$hw (publish)"); fi
+    continue
+  fi
   # Seed noise is larger than most recipe differences (docs/training.md, recipe search),
   # so with --seeds the model is chosen by the validation split's top-1 regret.
   ok=1 best="" best_t1=""
@@ -168,10 +233,9 @@ for hw in "${hardware[@]}"; do
     echo "release_bundles: $hw: diode-train failed (see above); the shipped $hw bundle is left as it was" >&2
     failed+=("$hw (train)"); continue
   fi
-  # The shipped model of this hardware (newest version directory), if any: the gate's reference.
-  # None for a hardware the package does not ship yet (its first release has no gate): find's
-  # failure on the missing directory must not end the script under `set -e -o pipefail`.
-  prev=$({ find "$shipped/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null || true; } | sort -V | tail -1)
+  # The shipped model of this hardware, if any: the gate's reference (none for a hardware
+  # the package does not ship yet: its first release has no gate).
+  prev=$(shipped_version "$hw")
   if ((dry)); then
     run "$diode" validate --model "$w/model" --dataset "$data" --json
     if ((gate)) && [ -n "$prev" ]; then run "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate; fi
@@ -211,21 +275,10 @@ for hw in "${hardware[@]}"; do
       kept+=("$hw (version $(basename "$prev"))"); continue
     fi
   fi
-  out=$(run "$diode" publish --model "$w/model" --registry "$registry" --keys "$keys" --expires-days "$days" \
-        "${tested[@]}") || { failed+=("$hw (publish)"); continue; }
-  echo "$out" >&2
-  version=$(sed -n 's/^published [a-z0-9-]* version \([0-9]*\) at .*/\1/p' <<<"$out")
-  [ -n "$version" ] || { echo "release_bundles: cannot parse: $out" >&2; failed+=("$hw (publish)"); continue; }
-  run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" >&2
+  seed_registry "$hw" "$prev"
+  publish_and_ship || { failed+=("$hw (publish)"); continue; }
   cp "$w/validate.json" "$results/$hw.json"
   if [ -n "$seeds" ]; then cp "$w/seeds.txt" "$results/$hw.seeds.txt"; else rm -f "$results/$hw.seeds.txt"; fi
-  rm -rf "$shipped/$hw.new"
-  mkdir -p "$shipped/$hw.new/$version"
-  for f in bundle.json roots.json model.json weights.msgpack; do
-    cp "$registry/$hw/$version/$f" "$shipped/$hw.new/$version/$f"
-  done
-  rm -rf "$shipped/$hw"
-  mv "$shipped/$hw.new" "$shipped/$hw"
   done_+=("$hw $version")
 done
 ((dry)) && exit 0

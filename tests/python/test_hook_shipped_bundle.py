@@ -466,6 +466,38 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
     assert len(failed) == 2, r.stderr
 
 
+def _shipped_version(shipped: pathlib.Path) -> int:
+    return max(int(p.name) for p in (shipped / H100).iterdir() if p.name.isdigit())
+
+
+def test_release_script_resign_ships_the_same_model_under_new_keys(tmp_path):
+    """--resign (a new release key after the old key directory was lost): the shipped model,
+    byte for byte, is published as the next version signed by the new keys and shipped with
+    their root.pub, so it verifies against that key alone; nothing is trained or gated, and
+    the committed validate results are not touched."""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    keys = _release_keys(tmp_path)
+    build = _release_stubs(tmp_path)   # a gate that would keep the shipped model: never asked
+    shipped = _release_inputs(tmp_path)
+    before = _shipped_version(shipped)
+    old = {f: (shipped / H100 / str(before) / f).read_bytes() for f in ("model.json", "weights.msgpack")}
+    r = _run_release(tmp_path, keys, build, shipped, args=("--resign",))
+    assert r.returncode == 0, r.stderr
+    assert "mpirun" not in r.stderr and "--gate" not in r.stderr, r.stderr
+    nxt = shipped / H100 / str(before + 1)
+    assert [p.name for p in (shipped / H100).iterdir()] == [nxt.name], r.stderr
+    assert {f: (nxt / f).read_bytes() for f in old} == old
+    assert (shipped / "root.pub").read_text() == (keys / "root.pub").read_text()
+    v = subprocess.run([str(DIODE), "verify", str(nxt), "--root-key", str(keys / "root.pub")],
+                       capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert not (tmp_path / "results" / f"{H100}.json").exists()
+    # it trains nothing, so a recipe or seeds with it are a mistake, refused before anything runs
+    r = _run_release(tmp_path, keys, build, shipped, args=("--resign", "--seeds", "1,2"))
+    assert r.returncode == 2 and "--resign trains nothing" in r.stderr, r.stderr
+
+
 def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     """A candidate that passes the gate is published as the next version and shipped, and the
     decision is logged like a kept one's, with both models' share of compiled picks (session
@@ -475,13 +507,18 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path, gate_passes=True)
     shipped = _release_inputs(tmp_path)
+    before = _shipped_version(shipped)
     r = _run_release(tmp_path, keys, build, shipped)
     assert r.returncode == 0, r.stderr
     assert "gate: candidate is better than or equal to shipped (better_or_equal, stub)" in r.stderr, r.stderr
     shares = [l for l in r.stderr.splitlines() if SHARE_LINE in l]
     assert len(shares) == 2, r.stderr  # a pass is read with the records' fairness too
-    assert (tmp_path / "reg" / H100 / "1" / "bundle.json").is_file(), r.stderr
-    assert [p.name for p in (shipped / H100).iterdir()] == ["1"], r.stderr
+    # The registry was empty: it got the shipped version first, so the new one numbers above
+    # it (a "1" would read as older than the version the package shipped before).
+    nxt = str(before + 1)
+    assert (tmp_path / "reg" / H100 / nxt / "bundle.json").is_file(), r.stderr
+    assert (tmp_path / "reg" / H100 / str(before) / "bundle.json").is_file(), r.stderr
+    assert [p.name for p in (shipped / H100).iterdir()] == [nxt], r.stderr
     assert (tmp_path / "results" / f"{H100}.seeds.txt").is_file(), r.stderr
 
 
@@ -494,15 +531,16 @@ def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
     keys = _release_keys(tmp_path)
     build = _release_stubs(tmp_path, gate_passes=True, single=True)
     shipped = _release_inputs(tmp_path)
+    nxt = str(_shipped_version(shipped) + 1)
     r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1,2,3", "--ensemble", "24"))
     assert r.returncode == 0, r.stderr
     seeds = (tmp_path / "results" / f"{H100}.seeds.txt").read_text()
     assert "ensemble: every seed, seed 1 first (lowest validation top-1 regret, 1.0300), cascade 24: " \
            "validation top-1 1.0250" in seeds, seeds
-    arch = json.loads((shipped / H100 / "1" / "model.json").read_text())["architecture"]
+    arch = json.loads((shipped / H100 / nxt / "model.json").read_text())["architecture"]
     assert (arch["members"], arch["cascade"]) == (3, 24)
     from torch_diode.model import load_model_dir
-    assert load_model_dir(shipped / H100 / "1").info.architecture.members == 3
+    assert load_model_dir(shipped / H100 / nxt).info.architecture.members == 3
     # --ensemble without several seeds is refused before anything runs
     r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1", "--ensemble", "24"))
     assert r.returncode == 2 and "--ensemble needs --seeds with at least two seeds" in r.stderr
