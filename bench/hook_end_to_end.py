@@ -418,6 +418,12 @@ def _cpu_us(fn, args, reps: int, cold: bool) -> dict:
     return {"us": statistics.median(ts), "method": "cpu wall (smoke)"}
 
 
+def is_fill(kernel_name: str) -> bool:
+    """An ATen fill kernel (FillFunctor: a CUDA graph's replay prologue on some torch versions;
+    no workload here fills eagerly): counted with the copies, never as GEMM time."""
+    return "FillFunctor" in kernel_name
+
+
 def kernel_breakdown(events: list[dict], top: int = 8) -> dict:
     """Kernel name -> median GPU time per call (us; a kernel launched twice in a call counts
     both), the `top` costliest, from the same trace as per_call and with its rules (the
@@ -425,7 +431,7 @@ def kernel_breakdown(events: list[dict], top: int = 8) -> dict:
     calls run the same kernels but differ in time say which kernel holds the difference
     (2026-11-27, H200: top-5's mlp_block 132 us against plain's 109 us, same kernel names)."""
     from cupti_trace import call_launches, kernel_sums
-    calls = [{n: us for n, us in kernel_sums(launches).items() if "FillFunctor" not in n}
+    calls = [{n: us for n, us in kernel_sums(launches).items() if not is_fill(n)}
              for launches in call_launches(events)]
     if not calls:
         return {}
@@ -445,7 +451,7 @@ def per_call(events: list[dict]) -> tuple[list[float], list[float], dict]:
     calls, copies, names, cur, cp = [], [], {}, None, 0.0
     for e in evs:
         name = str(e.get("name", ""))
-        kernel = str(e.get("cat")).lower() == "kernel" and "FillFunctor" not in name
+        kernel = str(e.get("cat")).lower() == "kernel" and not is_fill(name)
         if kernel and "bitwise_not" in name:
             if cur is not None:
                 calls.append(cur)

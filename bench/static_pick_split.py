@@ -80,9 +80,14 @@ def split_rows(model, datasets, keep=None, max_spread: float = 0.0, top: int = 1
     return rows
 
 
+def top_uncompiled(row: dict) -> bool:
+    """Whether a row's model top-N holds a record not timed as compiled."""
+    return row.get("top_compiled", 0) < row.get("top", 0)
+
+
 def uncompiled_top(rows: list[dict]) -> set:
     """problem_key of every row whose model top-N holds a record not timed as compiled."""
-    return {problem_key(r["problem"]) for r in rows if r.get("top_compiled", 0) < r.get("top", 0)}
+    return {problem_key(r["problem"]) for r in rows if top_uncompiled(r)}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -93,7 +98,7 @@ def summary(rows: list[dict]) -> dict:
     return {"problems": len(rows), "top1": geomean([r["regret"] for r in rows]),
             "best_is_compiled": sum(r["best_compiled"] for r in rows),
             "top_picks": n_top, "top_picks_compiled": sum(r.get("top_compiled", 0) for r in rows),
-            "problems_top_uncompiled": sum(r.get("top_compiled", 0) < r.get("top", 0) for r in rows),
+            "problems_top_uncompiled": sum(top_uncompiled(r) for r in rows),
             "compiled": {"problems": len(comp), "top1": geomean(comp) if comp else None},
             "runtime_size": {"problems": len(run), "top1": geomean([r["regret"] for r in run]) if run else None,
                              "with_same_tile_static": len(sib),

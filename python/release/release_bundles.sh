@@ -133,11 +133,18 @@ shipped="${shipped:-$repo/python/torch_diode/bundles}"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
 mkdir -p "$work" "$registry" "$shipped" "$results"
 failed=() done_=() kept=()
+# The highest numbered version directory's name under $1, or nothing where there is none:
+# find's failure on a missing directory must not end the script under `set -e -o pipefail`
+# (it did, silently, on the first H200 release).
+newest_version() {
+  { find "$1" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' -printf '%f\n' 2>/dev/null || true; } | sort -n | tail -1
+}
 # The shipped model of hardware $1 (its newest version directory), or nothing for a hardware
-# the package does not ship yet: find's failure on the missing directory must not end the
-# script under `set -e -o pipefail` (it did, silently, on the first H200 release).
+# the package does not ship yet.
 shipped_version() {
-  { find "$shipped/$1" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' 2>/dev/null || true; } | sort -V | tail -1
+  local v
+  v=$(newest_version "$shipped/$1")
+  if [ -n "$v" ]; then echo "$shipped/$1/$v"; fi
 }
 # Give the registry the shipped version directory $2 of hardware $1 when it holds no version
 # at least as high, so the next publish numbers above what the package shipped.
@@ -145,7 +152,7 @@ seed_registry() {
   local hw=$1 prev=$2 v top
   [ -n "$prev" ] || return 0
   v=$(basename "$prev")
-  top=$({ find "$registry/$hw" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' -printf '%f\n' 2>/dev/null || true; } | sort -n | tail -1)
+  top=$(newest_version "$registry/$hw")
   if [ -z "$top" ] || ((top < v)); then
     echo "+ cp -r $prev $registry/$hw/$v   (the registry had ${top:-no version}; versions keep growing)" >&2
     ((dry)) || { mkdir -p "$registry/$hw" && cp -r "$prev" "$registry/$hw/$v"; }
