@@ -18,7 +18,12 @@ int main(int argc, char** argv) {
   app.add_option("--config-stride", o.config_stride, "keep every n-th EXHAUSTIVE config (1 = all)")
       ->check(CLI::Range(1, 10000));
   app.add_option("--noise", o.noise_sigma, "log-normal timing noise sigma")->check(CLI::Range(0.0, 1.0));
+  uint64_t memory_mib = 0;
+  app.add_option("--device-name", o.device_name, "GPU name the shards carry (default: NVIDIA H100 80GB HBM3)");
+  app.add_option("--memory-mib", memory_mib, "GPU memory in MiB (default: the H100's)")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--sm-count", o.sm_count, "streaming multiprocessors (default 132)")->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
+  o.memory_bytes = memory_mib << 20;
   try {
     const diode::Dataset d = diode::models::make_synthetic_dataset(o);
     const auto parent = std::filesystem::path(out).parent_path();

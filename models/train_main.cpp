@@ -71,6 +71,13 @@ int run(int argc, char** argv, const Comm& comm) {
                  "the run trains on K-1 folds and reports the overall regret on fold --cv-fold")
       ->check(CLI::Range(0, 100));
   app.add_option("--cv-fold", o.cv.fold, "the held-out fold, 0 .. K-1")->check(CLI::Range(0, 99));
+  // Hardware of one architecture (an H100 and an H200: both sm_90 with 132 SMs) time the same
+  // kernels in nearly the same order; the H200 model, trained on more problems, ranked the H100
+  // test problems better than the H100's own (docs/training.md, session 23).
+  std::vector<std::string> extra_data;
+  app.add_option("--extra-data", extra_data,
+                 "another hardware's dataset (same SM count) to train on too: its train-split problems only; "
+                 "validation, test and the model's metrics stay --data's (repeatable)");
   app.add_flag("--include-community", include_community, "also train on community-contributed shards");
   app.add_flag("--include-replayed", include_replayed,
                "also train on replayed records (replay runner, not measurements: demos and tests only)");
@@ -104,8 +111,28 @@ int run(int argc, char** argv, const Comm& comm) {
   go.include_community = include_community;
   go.include_replayed = include_replayed;
   go.max_spread = max_spread;
-  const auto groups = group_by_problem(d, go);
+  auto groups = group_by_problem(d, go);
   const uint64_t sm_count = d.shards.front().hardware.sm_count;
+  nlohmann::json extra_meta = nlohmann::json::array();
+  size_t extra_records = 0;
+  for (const auto& path : extra_data) {
+    const Dataset x = load_dataset(path);
+    if (x.shards.empty()) throw std::runtime_error(path + ": dataset has no shards");
+    if (x.hardware_key == hardware)
+      throw std::runtime_error("--extra-data " + path + " is " + hardware + "'s own data: put its shards in --data");
+    if (x.shards.front().hardware.sm_count != sm_count)
+      throw std::runtime_error("--extra-data " + path + " (" + x.hardware_key + ") has " +
+                               std::to_string(x.shards.front().hardware.sm_count) + " SMs, " + hardware + " " +
+                               std::to_string(sm_count) + ": the features would describe other waves");
+    GroupOptions xo = go;
+    xo.hardware_key = x.hardware_key;
+    auto xg = group_by_problem(x, xo);
+    for (auto& g : xg) g.auxiliary = true;
+    groups.insert(groups.end(), std::make_move_iterator(xg.begin()), std::make_move_iterator(xg.end()));
+    extra_records += x.record_count();
+    extra_meta.push_back({{"sha256", dataset_id(x)}, {"records", x.record_count()}, {"problems", x.problem_count()},
+                          {"hardware_key", x.hardware_key}});
+  }
   // Refuse before spending the training time: a model must be judged on held-out problems.
   const auto test_idx = split_indices(groups, "test");
   const size_t test_ok = size_t(std::count_if(test_idx.begin(), test_idx.end(),
@@ -116,7 +143,11 @@ int run(int argc, char** argv, const Comm& comm) {
                              "problem with an ok Triton timing; collect more problems");
   if (comm.rank() == 0 && !quiet)
     std::cout << "diode-train: " << groups.size() << " problems, " << d.record_count() << " records, hardware "
-              << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss) << std::endl;
+              << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss)
+              << (extra_data.empty() ? std::string()
+                                     : ", + " + std::to_string(extra_records) + " records of " +
+                                           std::to_string(extra_data.size()) + " --extra-data set(s)")
+              << std::endl;
 
   TrainResult r = train(groups, hardware, sm_count, o, comm, quiet ? nullptr : &std::cout);
   if (comm.rank() != 0) return 0;
@@ -151,6 +182,7 @@ int run(int argc, char** argv, const Comm& comm) {
   m.dataset = {{"sha256", dataset_id(d)}, {"records", d.record_count()}, {"problems", d.problem_count()},
                {"hardware_key", d.hardware_key}, {"include_community", include_community},
                {"include_replayed", include_replayed}, {"max_spread", max_spread}};
+  if (!extra_meta.empty()) m.dataset["extra"] = extra_meta;
   // The sizes the network saw (train split): the hook does not use the model outside them.
   const ProblemDomain dom = problem_domain(groups, indices_in_split(groups, Split::train, o.split, o.cv));
   m.dataset["domain"] = {{"batch", {dom.batch.min, dom.batch.max}},

@@ -21,6 +21,11 @@ struct ProblemGroup {
   // Natural log of the median time in us per config; NaN for a config that
   // never ran (compile_error / out_of_resources / timeout).
   std::vector<double> log_us;
+  // From another hardware's dataset (diode-train --extra-data): trained on when its problem
+  // hash falls in the train split, never validated or tested (split.h), so the numbers a
+  // model is judged by stay its own hardware's, and a held-out problem's twin on the other
+  // hardware never reaches training.
+  bool auxiliary = false;
 
   size_t ok_count() const;
   bool has_triton_ok() const;

@@ -27,7 +27,7 @@ std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Sp
                                      const SplitFractions& f) {
   std::vector<size_t> out;
   for (size_t i = 0; i < groups.size(); ++i)
-    if (split_of(groups[i].hash, f) == s) out.push_back(i);
+    if (split_of(groups[i].hash, f) == s && (s == Split::train || !groups[i].auxiliary)) out.push_back(i);
   return out;
 }
 
@@ -40,11 +40,12 @@ std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Sp
   for (size_t i = 0; i < groups.size(); ++i) {
     const Split base = split_of(groups[i].hash, f);
     if (base == Split::test) {
-      if (s == Split::test) out.push_back(i);
+      if (s == Split::test && !groups[i].auxiliary) out.push_back(i);
       continue;
     }
     const bool held_out = int((groups[i].hash >> 16) % uint64_t(cv.folds)) == cv.fold;
-    if ((s == Split::validation && held_out) || (s == Split::train && !held_out)) out.push_back(i);
+    if ((s == Split::validation && held_out && !groups[i].auxiliary) || (s == Split::train && !held_out))
+      out.push_back(i);
   }
   return out;
 }

@@ -24,7 +24,9 @@ struct SplitFractions {
 // rank), so split and rank assignment are independent.
 Split split_of(uint64_t problem_hash, const SplitFractions& f = {});
 
-// Indices of `groups` in split `s`, in the groups' order.
+// Indices of `groups` in split `s`, in the groups' order. An auxiliary group (another
+// hardware's, ProblemGroup::auxiliary) is in the train split when its hash is, and never in
+// validation or test: it is left out where its problem is held out, not moved to train.
 std::vector<size_t> indices_in_split(const std::vector<ProblemGroup>& groups, Split s,
                                      const SplitFractions& f = {});
 

@@ -105,6 +105,14 @@ HardwareId synthetic_hardware() {
   return h;
 }
 
+HardwareId synthetic_hardware(const SynthOptions& o) {
+  HardwareId h = synthetic_hardware();
+  if (!o.device_name.empty()) h.device_name = o.device_name;
+  if (o.memory_bytes) h.memory_bytes = o.memory_bytes;
+  if (o.sm_count) h.sm_count = o.sm_count;
+  return h;
+}
+
 Dataset make_synthetic_dataset(const SynthOptions& o) {
   if (o.problems < 1 || o.shards < 1 || o.config_stride < 1)
     throw std::invalid_argument("synthetic dataset needs problems, shards and stride >= 1");
@@ -117,7 +125,7 @@ Dataset make_synthetic_dataset(const SynthOptions& o) {
     Shard& sh = d.shards[size_t(s)];
     sh.id = "synthetic-" + std::to_string(o.seed) + "-" + std::to_string(s);
     sh.sweep_id = "synthetic";
-    sh.hardware = synthetic_hardware();
+    sh.hardware = synthetic_hardware(o);
     sh.producer = {"synthetic/gpu0", "", "inductor", "diode synth"};
     sh.created_ms = 1700000000000ULL;
   }
@@ -159,7 +167,7 @@ Dataset make_synthetic_dataset(const SynthOptions& o) {
     sh.records.push_back(std::move(a));
   }
   for (Shard& sh : d.shards) wire::seal(sh);
-  d.hardware_key = hardware_key(synthetic_hardware());
+  d.hardware_key = hardware_key(synthetic_hardware(o));
   return d;
 }
 

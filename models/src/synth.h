@@ -19,10 +19,17 @@ struct SynthOptions {
   int shards = 2;           // problems are dealt round-robin over shards
   int config_stride = 1;    // keep every n-th EXHAUSTIVE config (DEFAULT ones always kept)
   double noise_sigma = 0.03;
+  // The GPU the shards name (empty / 0: synthetic_hardware()'s), e.g. an "NVIDIA H200" of
+  // 143,771 MiB for a second hardware key of the same SM count (diode-train --extra-data).
+  std::string device_name;
+  uint64_t memory_bytes = 0;
+  uint64_t sm_count = 0;
 };
 
 // The synthetic hardware: "NVIDIA H100 80GB HBM3", 132 SMs (key nvidia-h100-80gb).
 HardwareId synthetic_hardware();
+// synthetic_hardware() with the options' device name, memory and SM count where given.
+HardwareId synthetic_hardware(const SynthOptions& o);
 
 Dataset make_synthetic_dataset(const SynthOptions& o);
 

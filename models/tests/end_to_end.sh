@@ -27,6 +27,19 @@ grep -q "<svg" "$work/report/scatter.svg"
   --epochs 3 --hidden 32 --blocks 1 --seed 2 --quiet
 cmp "$work/model/weights.msgpack" "$work/model2/weights.msgpack"
 
+# Another hardware's data of the same SM count (--extra-data): trained on, never judged.
+"$synth" --out "$work/h200/a.msgpack.gz" --problems 80 --config-stride 8 --seed 4 \
+  --device-name "NVIDIA H200" --memory-mib 143771 | tee "$work/synth2.log"
+grep -q "hardware nvidia-h200-" "$work/synth2.log"
+"${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/model3" \
+  --epochs 3 --hidden 32 --blocks 1 --seed 2 --extra-data "$work/h200" | tee "$work/train3.log"
+grep -q "of 1 --extra-data set" "$work/train3.log"
+grep -q '"extra"' "$work/model3/model.json"
+grep -q 'nvidia-h200-144gb' "$work/model3/model.json"
+# The validation problems are --data's alone: the same count as without it.
+test "$(grep -o '^validation ([0-9]* problems' "$work/train3.log")" = \
+     "$(grep -o '^validation ([0-9]* problems' "$work/train.log")"
+
 # Errors are clear and non-zero.
 expect_fail() { if "$@" >"$work/err.log" 2>&1; then echo "expected failure: $*"; exit 1; fi; cat "$work/err.log"; }
 expect_fail "$train" --hardware nvidia-a100-sxm4-80gb --data "$work/data" --out "$work/x"
@@ -35,4 +48,10 @@ mkdir -p "$work/empty"
 expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/empty" --out "$work/x"
 expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --loss hinge
 expect_fail "$diode" validate --model "$work/nothing" --dataset "$work/data"
+expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --extra-data "$work/data"
+grep -q "own data" "$work/err.log"
+"$synth" --out "$work/sm100/a.msgpack.gz" --problems 20 --config-stride 8 --device-name "NVIDIA H200" \
+  --memory-mib 143771 --sm-count 100
+expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --extra-data "$work/sm100"
+grep -q "100 SMs" "$work/err.log"
 echo "end to end OK"

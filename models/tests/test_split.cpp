@@ -140,6 +140,38 @@ TEST(Split, CrossValidationFoldsPartitionTheNonTestProblems) {
   EXPECT_THROW(indices_in_split(groups, Split::train, {}, {3, 3}), std::invalid_argument);
 }
 
+TEST(Split, AuxiliaryGroupsAreTrainedOnWhereTheirProblemIsAndNeverJudged) {
+  // Another hardware's groups (diode-train --extra-data) of the same problems: a twin of a
+  // held-out problem must not reach training, and none may enter validation or test.
+  SynthOptions o;
+  o.problems = 300, o.shards = 1, o.config_stride = 80;
+  const auto own = group_by_problem(make_synthetic_dataset(o), {});
+  auto groups = own;
+  for (auto g : own) {
+    g.auxiliary = true;
+    groups.push_back(std::move(g));
+  }
+  const size_t n = own.size();
+  for (Split s : {Split::validation, Split::test})
+    EXPECT_EQ(indices_in_split(groups, s), indices_in_split(own, s));  // the own groups' only
+  const auto train = indices_in_split(groups, Split::train);
+  const auto own_train = indices_in_split(own, Split::train);
+  ASSERT_EQ(train.size(), 2 * own_train.size());
+  for (size_t k = 0; k < own_train.size(); ++k) {
+    EXPECT_EQ(train[k], own_train[k]);
+    EXPECT_EQ(train[own_train.size() + k], own_train[k] + n);  // each twin of a training problem
+  }
+  for (int f = 0; f < 3; ++f) {
+    const CrossValidation cv{3, f};
+    for (Split s : {Split::validation, Split::test})
+      EXPECT_EQ(indices_in_split(groups, s, {}, cv), indices_in_split(own, s, {}, cv));
+    const auto t = indices_in_split(groups, Split::train, {}, cv);
+    const auto ot = indices_in_split(own, Split::train, {}, cv);
+    ASSERT_EQ(t.size(), 2 * ot.size());
+    for (size_t k = 0; k < ot.size(); ++k) EXPECT_EQ(t[ot.size() + k], ot[k] + n);
+  }
+}
+
 TEST(Groups, ProblemDomainIsTheSizeRangeOfTheGivenProblems) {
   SynthOptions o;
   o.problems = 12, o.shards = 2, o.config_stride = 50;
