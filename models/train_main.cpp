@@ -23,6 +23,13 @@ namespace {
 using namespace diode;
 using namespace diode::models;
 
+// --data and every --extra-data: a dataset with no shards is refused before any work.
+Dataset load_training_dataset(const std::string& path) {
+  Dataset d = load_dataset(path);
+  if (d.shards.empty()) throw std::runtime_error(path + ": dataset has no shards");
+  return d;
+}
+
 std::string dataset_id(const Dataset& d) {
   std::vector<std::string> hashes;
   for (const auto& s : d.shards) hashes.emplace_back(reinterpret_cast<const char*>(s.sha256.data()), 32);
@@ -104,20 +111,18 @@ int run(int argc, char** argv, const Comm& comm) {
     throw std::invalid_argument("--cv-fold must be in 0 .. --cv-folds - 1, and --cv-folds >= 2");
   if (!is_valid_hardware_key(hardware)) throw std::invalid_argument("--hardware: '" + hardware + "' is not a hardware key");
 
-  const Dataset d = load_dataset(data);
-  if (d.shards.empty()) throw std::runtime_error(data + ": dataset has no shards");
+  const Dataset d = load_training_dataset(data);
   GroupOptions go;
   go.hardware_key = hardware;
   go.include_community = include_community;
   go.include_replayed = include_replayed;
   go.max_spread = max_spread;
   auto groups = group_by_problem(d, go);
+  const size_t own_problems = groups.size();
   const uint64_t sm_count = d.shards.front().hardware.sm_count;
   nlohmann::json extra_meta = nlohmann::json::array();
-  size_t extra_records = 0;
   for (const auto& path : extra_data) {
-    const Dataset x = load_dataset(path);
-    if (x.shards.empty()) throw std::runtime_error(path + ": dataset has no shards");
+    const Dataset x = load_training_dataset(path);
     if (x.hardware_key == hardware)
       throw std::runtime_error("--extra-data " + path + " is " + hardware + "'s own data: put its shards in --data");
     if (x.shards.front().hardware.sm_count != sm_count)
@@ -129,7 +134,6 @@ int run(int argc, char** argv, const Comm& comm) {
     auto xg = group_by_problem(x, xo);
     for (auto& g : xg) g.auxiliary = true;
     groups.insert(groups.end(), std::make_move_iterator(xg.begin()), std::make_move_iterator(xg.end()));
-    extra_records += x.record_count();
     extra_meta.push_back({{"sha256", dataset_id(x)}, {"records", x.record_count()}, {"problems", x.problem_count()},
                           {"hardware_key", x.hardware_key}});
   }
@@ -141,13 +145,18 @@ int run(int argc, char** argv, const Comm& comm) {
     throw std::runtime_error(data + ": " + std::to_string(groups.size()) +
                              " problems leave the train or test split (80/10/10 by problem hash) without a "
                              "problem with an ok Triton timing; collect more problems");
-  if (comm.rank() == 0 && !quiet)
-    std::cout << "diode-train: " << groups.size() << " problems, " << d.record_count() << " records, hardware "
-              << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss)
-              << (extra_data.empty() ? std::string()
-                                     : ", + " + std::to_string(extra_records) + " records of " +
-                                           std::to_string(extra_data.size()) + " --extra-data set(s)")
-              << std::endl;
+  if (comm.rank() == 0 && !quiet) {
+    // Own problems and records first, then the --extra-data ones, each counted the same way.
+    std::cout << "diode-train: " << own_problems << " problems, " << d.record_count() << " records, hardware "
+              << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss);
+    if (!extra_meta.empty()) {
+      size_t extra_records = 0;
+      for (const auto& x : extra_meta) extra_records += x["records"].get<size_t>();
+      std::cout << "; + " << groups.size() - own_problems << " problems, " << extra_records << " records of "
+                << extra_meta.size() << " --extra-data set(s)";
+    }
+    std::cout << std::endl;
+  }
 
   TrainResult r = train(groups, hardware, sm_count, o, comm, quiet ? nullptr : &std::cout);
   if (comm.rank() != 0) return 0;

@@ -33,7 +33,12 @@ cmp "$work/model/weights.msgpack" "$work/model2/weights.msgpack"
 grep -q "hardware nvidia-h200-" "$work/synth2.log"
 "${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/model3" \
   --epochs 3 --hidden 32 --blocks 1 --seed 2 --extra-data "$work/h200" | tee "$work/train3.log"
-grep -q "of 1 --extra-data set" "$work/train3.log"
+# The start line counts the own problems and records, then the extra ones, the same way.
+test "$(grep -o '^diode-train: [0-9]* problems, [0-9]* records' "$work/train3.log")" = \
+     "$(grep -o '^diode-train: [0-9]* problems, [0-9]* records' "$work/train.log")"
+extra_records=$(sed -n 's/.*: 80 problems, \([0-9]*\) records.*/\1/p' "$work/synth2.log")
+test -n "$extra_records"
+grep -q "; + 80 problems, $extra_records records of 1 --extra-data set" "$work/train3.log"
 grep -q '"extra"' "$work/model3/model.json"
 grep -q 'nvidia-h200-144gb' "$work/model3/model.json"
 # The validation problems are --data's alone: the same count as without it.
@@ -46,6 +51,9 @@ expect_fail "$train" --hardware nvidia-a100-sxm4-80gb --data "$work/data" --out 
 grep -q "dataset is for hardware 'nvidia-h100-80gb'" "$work/err.log"
 mkdir -p "$work/empty"
 expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/empty" --out "$work/x"
+grep -q "empty: dataset has no shards" "$work/err.log"
+expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --extra-data "$work/empty"
+grep -q "empty: dataset has no shards" "$work/err.log"
 expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --loss hinge
 expect_fail "$diode" validate --model "$work/nothing" --dataset "$work/data"
 expect_fail "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/x" --extra-data "$work/data"
