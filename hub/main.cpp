@@ -50,6 +50,7 @@ struct Config {
   double retrain_check_s = 60, retrain_timeout_s = 7200, retrain_backoff_s = 300;
   std::string mpirun = "mpirun", mpirun_args, trainer, trainer_args, signing_keys;
   std::vector<std::string> trainer_args_for;
+  std::vector<std::string> retrain_extra_data;
 };
 
 // diode-train next to this binary (installed layout), in the build tree
@@ -84,6 +85,7 @@ std::unique_ptr<diode::hub::Retrainer> make_retrainer(const Config& c, const dio
     throw std::runtime_error("--trainer: diode-train is neither next to diode-hub nor in PATH; give its path");
   ro.trainer_args = diode::hub::split_words(c.trainer_args);
   ro.trainer_args_for = diode::hub::parse_trainer_args_for(c.trainer_args_for);
+  ro.extra_data_for = diode::hub::parse_extra_data_for(c.retrain_extra_data);
   ro.signing_keys = c.signing_keys;
   ro.check_interval = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_check_s * 1000));
   ro.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.retrain_timeout_s * 1000));
@@ -331,6 +333,11 @@ int main(int argc, char** argv) {
   app.add_option("--trainer-args-for", c.trainer_args_for,
                  "diode-train arguments for one hardware, after --trainer-args, as HARDWARE_KEY=ARGS "
                  "(repeatable; e.g. --trainer-args-for 'nvidia-h200-144gb=--keep-aten')")
+      ->group(rg);
+  app.add_option("--retrain-extra-data", c.retrain_extra_data,
+                 "Train one hardware on other hardware's fleet data too (diode-train --extra-data), as "
+                 "HARDWARE_KEY=OTHER_KEY[,OTHER_KEY] (repeatable; e.g. --retrain-extra-data "
+                 "'nvidia-h100-80gb=nvidia-h200-144gb')")
       ->group(rg);
   app.add_option("--signing-keys", c.signing_keys, "Key directory with the targets keys that sign published bundles")
       ->group(rg);

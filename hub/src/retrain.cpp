@@ -40,6 +40,34 @@ std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std
   return out;
 }
 
+std::map<std::string, std::vector<std::string>> parse_extra_data_for(const std::vector<std::string>& values) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& v : values) {
+    const auto bad = [&v](const std::string& why) {
+      return std::invalid_argument("--retrain-extra-data '" + v + "': " + why);
+    };
+    const auto eq = v.find('=');
+    if (eq == std::string::npos)
+      throw bad("expected HARDWARE_KEY=OTHER_KEY[,OTHER_KEY], e.g. nvidia-h100-80gb=nvidia-h200-144gb");
+    const std::string key = v.substr(0, eq);
+    if (!is_valid_hardware_key(key)) throw bad("'" + key + "' is not a hardware key");
+    std::vector<std::string> others;
+    std::string rest = v.substr(eq + 1);
+    for (size_t start = 0; start <= rest.size();) {
+      const size_t comma = std::min(rest.find(',', start), rest.size());
+      const std::string other = rest.substr(start, comma - start);
+      if (!is_valid_hardware_key(other)) throw bad("'" + other + "' is not a hardware key");
+      if (other == key) throw bad(key + " is its own data, not extra data");
+      if (std::find(others.begin(), others.end(), other) != others.end()) throw bad(other + " is given twice");
+      others.push_back(other);
+      start = comma + 1;
+    }
+    if (!out.emplace(key, std::move(others)).second)
+      throw std::invalid_argument("--retrain-extra-data: " + key + " is given twice");
+  }
+  return out;
+}
+
 std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
                                           const std::string& out) {
   std::vector<std::string> argv{o.mpirun};
@@ -244,6 +272,7 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     // out, from a read-only view of the store (own connection: ingest and
     // HTTP readers do not wait for it).
     uint64_t trained_records = 0;
+    std::vector<std::string> extra_data_args;  // --extra-data FILE per other hardware with data
     {
       Store::Options so;
       so.dir = o_.data_dir;
@@ -254,6 +283,23 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
       save_dataset(data, d);
       spdlog::info("retrain {}: exported {} shards, {} records, {} problems", hw, d.shards.size(), trained_records,
                    d.problem_count());
+      // The growth that triggers a retrain is this hardware's own; the other hardware's data
+      // is read as it stands. One with no shards yet is left out (diode-train refuses an
+      // empty --extra-data), and the training goes on without it.
+      if (const auto it = o_.extra_data_for.find(hw); it != o_.extra_data_for.end())
+        for (const auto& other : it->second) {
+          const Dataset x = ro.dataset(other, false);
+          if (x.shards.empty()) {
+            spdlog::warn("retrain {}: no {} shards in the store: trained without its --extra-data", hw, other);
+            log_text += "# no " + other + " shards in the store: trained without its --extra-data\n";
+            continue;
+          }
+          const std::string file = work + "/extra-" + other + ".msgpack";
+          save_dataset(file, x);
+          extra_data_args.insert(extra_data_args.end(), {"--extra-data", file});
+          spdlog::info("retrain {}: exported {} shards, {} records, {} problems of {} for --extra-data", hw,
+                       x.shards.size(), x.record_count(), x.problem_count(), other);
+        }
     }
 
     // One training per seed (one with the trainer's own seed when seeds is 1); several are
@@ -261,6 +307,7 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     auto train = [&](const std::string& model_out, const std::vector<std::string>& extra) {
       ProcessOptions po;
       po.argv = training_command(o_, hw, data, model_out);
+      po.argv.insert(po.argv.end(), extra_data_args.begin(), extra_data_args.end());
       po.argv.insert(po.argv.end(), extra.begin(), extra.end());
       // Open MPI refuses to run as root unless told (containers often are root).
       if (::geteuid() == 0)

@@ -48,6 +48,11 @@ struct RetrainOptions {
   // a recipe chosen for one hardware by validation, e.g. the H200's --keep-aten
   // (docs/training.md, session 14). From --trainer-args-for KEY=ARGS.
   std::map<std::string, std::vector<std::string>> trainer_args_for;
+  // Per hardware key, other hardware keys whose fleet data (the hub's own store, exported
+  // with this hardware's) its training also reads, as `diode-train --extra-data FILE`: the
+  // H100 model trained on the H200's data too (docs/training.md, H100 version 10). From
+  // --retrain-extra-data KEY=OTHER[,OTHER].
+  std::map<std::string, std::vector<std::string>> extra_data_for;
   std::string signing_keys;  // key directory with the targets keys (`diode keys`)
   std::chrono::milliseconds check_interval{60'000};
   std::chrono::milliseconds timeout{2 * 3600 * 1000};
@@ -59,6 +64,11 @@ struct RetrainOptions {
 // as --trainer-args). Throws std::invalid_argument naming the value for a missing '=',
 // an invalid hardware key, empty ARGS or a key given twice.
 std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std::vector<std::string>& values);
+
+// Parses --retrain-extra-data values, each "HARDWARE_KEY=OTHER_KEY[,OTHER_KEY...]". Throws
+// std::invalid_argument naming the value for a missing '=', an invalid hardware key on either
+// side, no other key, a key that names itself, a key twice on one side, or a hardware given twice.
+std::map<std::string, std::vector<std::string>> parse_extra_data_for(const std::vector<std::string>& values);
 
 // The training command of hardware `hw`: mpirun [mpirun_args] -np N trainer --hardware hw
 // --data data --out out [trainer_args] [trainer_args_for[hw]].

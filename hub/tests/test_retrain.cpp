@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "diode/bundle/keystore.h"
+#include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
 #include "retrain.h"
@@ -292,6 +293,27 @@ TEST(RetrainCommand, PerHardwareTrainerArgsFollowTheCommonOnes) {
   EXPECT_TRUE(parse_trainer_args_for({}).empty());
 }
 
+TEST(RetrainCommand, ExtraDataForNamesOtherHardwareKeys) {
+  using diode::hub::parse_extra_data_for;
+  const auto m = parse_extra_data_for({"nvidia-h100-80gb=nvidia-h200-144gb,nvidia-h200-141gb",
+                                       "nvidia-h200-144gb=nvidia-h100-80gb"});
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.at("nvidia-h100-80gb"), (std::vector<std::string>{"nvidia-h200-144gb", "nvidia-h200-141gb"}));
+  EXPECT_EQ(m.at("nvidia-h200-144gb"), (std::vector<std::string>{"nvidia-h100-80gb"}));
+  EXPECT_TRUE(parse_extra_data_for({}).empty());
+  for (const char* bad : {"nvidia-h100-80gb", "nvidia-h100-80gb=", "=nvidia-h200-144gb", "Not A Key=nvidia-h200-144gb",
+                          "nvidia-h100-80gb=Not A Key", "nvidia-h100-80gb=nvidia-h200-144gb,",
+                          "nvidia-h100-80gb=nvidia-h100-80gb", "nvidia-h100-80gb=nvidia-h200-144gb,nvidia-h200-144gb"})
+    EXPECT_THROW(parse_extra_data_for({bad}), std::invalid_argument) << bad;
+  EXPECT_THROW(parse_extra_data_for({"nvidia-h100-80gb=nvidia-h200-144gb", "nvidia-h100-80gb=nvidia-h200-141gb"}),
+               std::invalid_argument);
+  try {
+    parse_extra_data_for({"nvidia-h100-80gb=nvidia-h100-80gb"});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("its own data"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RetrainHub, BadFlagsAreRefused) {
   TempDir t("flags");
   auto keys = tk::make_keys(t.path, 1);
@@ -331,6 +353,15 @@ TEST(RetrainHub, BadFlagsAreRefused) {
     EXPECT_TRUE(start(with("nvidia-h200-144gb=--keep-aten")));
     EXPECT_FALSE(start(with("no key here")));
     EXPECT_FALSE(start(with("nvidia-h200-144gb=")));
+    auto extra = [&](const char* v) {
+      auto a = on;
+      a.back() = "--retrain-extra-data";
+      a.emplace_back(v);
+      return a;
+    };
+    EXPECT_TRUE(start(extra("nvidia-h100-80gb=nvidia-h200-144gb")));
+    EXPECT_FALSE(start(extra("nvidia-h100-80gb=nvidia-h100-80gb")));
+    EXPECT_FALSE(start(extra("nvidia-h100-80gb")));
     // --retrain-seeds: 1 to 16, and the hub's own --seed per training, so none in the trainer's arguments.
     const std::vector<std::string> keyed{"--retrain-fraction", "0.25", "--trainer", "/bin/true", "--signing-keys",
                                          t.path + "/signing"};
@@ -605,12 +636,77 @@ TEST(RetrainScheduler, FailedTrainingBacksOff) {
   EXPECT_EQ(again.started(), 0u);
 }
 
+// --retrain-extra-data: the H100's training reads the store's H200 shards too, exported
+// next to its own and passed as --extra-data; a named hardware with no shards is left out.
+TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
+  TempDir t("extra");
+  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
+  Store::Options so;
+  so.dir = t.path + "/data";
+  Store store(so);
+  const Dataset h100 = synthetic(31, 8);
+  models::SynthOptions xo;
+  xo.seed = 32;
+  xo.problems = 6;
+  xo.shards = 1;
+  xo.config_stride = 8;
+  xo.device_name = "NVIDIA H200";
+  xo.memory_bytes = 143771ull << 20;
+  const Dataset h200 = models::make_synthetic_dataset(xo);
+  ASSERT_EQ(h200.hardware_key, "nvidia-h200-144gb");
+  {
+    Store::Job job;
+    for (const auto* d : {&h100, &h200})
+      for (const auto& s : d->shards) job.shards.push_back(admit_shard(wire::encode(s), Source::agent, tk::wall_ms()));
+    std::vector<Store::Job*> batch{&job};
+    store.commit(batch);
+  }
+  // Records its arguments and keeps a copy of each --extra-data file (the work directory
+  // is removed after the run), then fails: what the hub handed over is the point here.
+  const std::string stub = t.path + "/recording-trainer";
+  write_script(stub,
+               "hw=; for a in \"$@\"; do [ \"$prev\" = --hardware ] && hw=$a; prev=$a; done\n"
+               "printf '%s\\n' \"$@\" > '" + t.path + "'/args-$hw\n"
+               "n=0; while [ $# -gt 0 ]; do if [ \"$1\" = --extra-data ]; then n=$((n+1)); cp \"$2\" '" +
+                   t.path + "'/extra-$hw-$n; shift; fi; shift; done\n"
+               "exit 3\n");
+  RetrainOptions o;
+  o.policy.fraction = 0.25;
+  o.policy.min_records = 10;
+  o.policy.backoff_ms = 3'600'000;
+  o.data_dir = so.dir;
+  o.mpirun = DIODE_MPIRUN;
+  o.mpirun_args = {"--oversubscribe", "--bind-to", "none"};
+  o.np = 1;
+  o.trainer = stub;
+  o.signing_keys = t.path + "/signing";
+  o.extra_data_for = parse_extra_data_for({"nvidia-h100-80gb=nvidia-h200-144gb,nvidia-a100-sxm4-80gb"});
+  Retrainer r(o, store);
+  r.check_once();
+  EXPECT_EQ(r.started(), 2u);  // both hardware have data of their own
+  const std::string args = io::read_file(t.path + "/args-nvidia-h100-80gb");
+  EXPECT_NE(args.find("--extra-data\n"), std::string::npos) << args;
+  EXPECT_EQ(args.find("a100"), std::string::npos) << "a hardware with no shards was passed: " << args;
+  const Dataset got = load_dataset(t.path + "/extra-nvidia-h100-80gb-1");
+  EXPECT_EQ(got.hardware_key, "nvidia-h200-144gb");
+  EXPECT_EQ(got.record_count(), h200.record_count());
+  EXPECT_FALSE(fs::exists(t.path + "/extra-nvidia-h100-80gb-2"));
+  const std::string log = io::read_file(so.dir + "/retrain/nvidia-h100-80gb.log");
+  EXPECT_NE(log.find("no nvidia-a100-sxm4-80gb shards in the store"), std::string::npos) << log;
+  // The H200, named by no --retrain-extra-data of its own, trains on its data alone.
+  const std::string h200_args = io::read_file(t.path + "/args-nvidia-h200-144gb");
+  EXPECT_EQ(h200_args.find("--extra-data"), std::string::npos) << h200_args;
+}
+
 #else
 
 TEST(RetrainHub, RetrainsPublishesAndRejectsWorse) {
   GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no diode-train, no publish gate";
 }
 TEST(RetrainScheduler, FailedTrainingBacksOff) {
+  GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no publish gate";
+}
+TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
   GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no publish gate";
 }
 
