@@ -435,6 +435,31 @@ bool wait_until(F f, std::chrono::milliseconds timeout) {
   return f();
 }
 
+// The scheduler in-process (no hub): a retrain at 25% growth past 10 records, one rank, a
+// failure backing off for an hour.
+RetrainOptions scheduler_options(const std::string& dir, const std::string& data_dir, const std::string& trainer) {
+  RetrainOptions o;
+  o.policy.fraction = 0.25;
+  o.policy.min_records = 10;
+  o.policy.backoff_ms = 3'600'000;
+  o.data_dir = data_dir;
+  o.mpirun = DIODE_MPIRUN;
+  o.mpirun_args = {"--oversubscribe", "--bind-to", "none"};
+  o.np = 1;
+  o.trainer = trainer;
+  o.signing_keys = dir + "/signing";
+  return o;
+}
+
+// Commits every shard of `sets` to `store` in one batch, as ingest does.
+void commit_all(Store& store, std::initializer_list<const Dataset*> sets) {
+  Store::Job job;
+  for (const auto* d : sets)
+    for (const auto& s : d->shards) job.shards.push_back(admit_shard(wire::encode(s), Source::agent, tk::wall_ms()));
+  std::vector<Store::Job*> batch{&job};
+  store.commit(batch);
+}
+
 struct RetrainHubFixture {
   TempDir t;
   tk::Keys keys;
@@ -595,24 +620,10 @@ TEST(RetrainScheduler, FailedTrainingBacksOff) {
   so.dir = t.path + "/data";
   Store store(so);
   const Dataset d = synthetic(21, 8);
-  {
-    Store::Job job;
-    for (const auto& s : d.shards) job.shards.push_back(admit_shard(wire::encode(s), Source::agent, tk::wall_ms()));
-    std::vector<Store::Job*> batch{&job};
-    store.commit(batch);
-  }
+  commit_all(store, {&d});
   const std::string failing = t.path + "/failing-trainer";
   write_script(failing, "echo 'diode-train: error: no luck today' >&2\nexit 2\n");
-  RetrainOptions o;
-  o.policy.fraction = 0.25;
-  o.policy.min_records = 10;
-  o.policy.backoff_ms = 3'600'000;
-  o.data_dir = so.dir;
-  o.mpirun = DIODE_MPIRUN;
-  o.mpirun_args = {"--oversubscribe", "--bind-to", "none"};
-  o.np = 1;
-  o.trainer = failing;
-  o.signing_keys = t.path + "/signing";
+  const RetrainOptions o = scheduler_options(t.path, so.dir, failing);
   {
     Retrainer r(o, store);
     r.check_once();
@@ -654,13 +665,7 @@ TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
   xo.memory_bytes = 143771ull << 20;
   const Dataset h200 = models::make_synthetic_dataset(xo);
   ASSERT_EQ(h200.hardware_key, "nvidia-h200-144gb");
-  {
-    Store::Job job;
-    for (const auto* d : {&h100, &h200})
-      for (const auto& s : d->shards) job.shards.push_back(admit_shard(wire::encode(s), Source::agent, tk::wall_ms()));
-    std::vector<Store::Job*> batch{&job};
-    store.commit(batch);
-  }
+  commit_all(store, {&h100, &h200});
   // Records its arguments and keeps a copy of each --extra-data file (the work directory
   // is removed after the run), then fails: what the hub handed over is the point here.
   const std::string stub = t.path + "/recording-trainer";
@@ -670,16 +675,7 @@ TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
                "n=0; while [ $# -gt 0 ]; do if [ \"$1\" = --extra-data ]; then n=$((n+1)); cp \"$2\" '" +
                    t.path + "'/extra-$hw-$n; shift; fi; shift; done\n"
                "exit 3\n");
-  RetrainOptions o;
-  o.policy.fraction = 0.25;
-  o.policy.min_records = 10;
-  o.policy.backoff_ms = 3'600'000;
-  o.data_dir = so.dir;
-  o.mpirun = DIODE_MPIRUN;
-  o.mpirun_args = {"--oversubscribe", "--bind-to", "none"};
-  o.np = 1;
-  o.trainer = stub;
-  o.signing_keys = t.path + "/signing";
+  RetrainOptions o = scheduler_options(t.path, so.dir, stub);
   o.extra_data_for = parse_extra_data_for({"nvidia-h100-80gb=nvidia-h200-144gb,nvidia-a100-sxm4-80gb"});
   Retrainer r(o, store);
   r.check_once();
