@@ -22,50 +22,56 @@ namespace fs = std::filesystem;
 
 namespace diode::hub {
 
-std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std::vector<std::string>& values) {
+namespace {
+
+// The flags given once per hardware as "HARDWARE_KEY=VALUE" (--trainer-args-for,
+// --retrain-extra-data): each checks its key and refuses a key given twice the same way;
+// `parse(key, value, bad)` turns VALUE into the key's words, throwing bad(why) to refuse it.
+template <typename Parse>
+std::map<std::string, std::vector<std::string>> parse_per_hardware(const std::vector<std::string>& values,
+                                                                   const std::string& flag, const std::string& usage,
+                                                                   Parse parse) {
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& v : values) {
+    const auto bad = [&](const std::string& why) { return std::invalid_argument(flag + " '" + v + "': " + why); };
     const auto eq = v.find('=');
-    if (eq == std::string::npos)
-      throw std::invalid_argument("--trainer-args-for '" + v + "': expected HARDWARE_KEY=ARGS, e.g. "
-                                  "nvidia-h200-144gb='--keep-aten'");
+    if (eq == std::string::npos) throw bad("expected " + usage);
     const std::string key = v.substr(0, eq);
-    if (!is_valid_hardware_key(key))
-      throw std::invalid_argument("--trainer-args-for '" + v + "': '" + key + "' is not a hardware key");
-    auto args = split_words(v.substr(eq + 1));
-    if (args.empty()) throw std::invalid_argument("--trainer-args-for '" + v + "': no arguments after '='");
-    if (!out.emplace(key, std::move(args)).second)
-      throw std::invalid_argument("--trainer-args-for: " + key + " is given twice");
+    if (!is_valid_hardware_key(key)) throw bad("'" + key + "' is not a hardware key");
+    if (!out.emplace(key, parse(key, v.substr(eq + 1), bad)).second)
+      throw std::invalid_argument(flag + ": " + key + " is given twice");
   }
   return out;
 }
 
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std::vector<std::string>& values) {
+  return parse_per_hardware(values, "--trainer-args-for", "HARDWARE_KEY=ARGS, e.g. nvidia-h200-144gb='--keep-aten'",
+                            [](const std::string&, const std::string& value, const auto& bad) {
+                              auto args = split_words(value);
+                              if (args.empty()) throw bad("no arguments after '='");
+                              return args;
+                            });
+}
+
 std::map<std::string, std::vector<std::string>> parse_extra_data_for(const std::vector<std::string>& values) {
-  std::map<std::string, std::vector<std::string>> out;
-  for (const auto& v : values) {
-    const auto bad = [&v](const std::string& why) {
-      return std::invalid_argument("--retrain-extra-data '" + v + "': " + why);
-    };
-    const auto eq = v.find('=');
-    if (eq == std::string::npos)
-      throw bad("expected HARDWARE_KEY=OTHER_KEY[,OTHER_KEY], e.g. nvidia-h100-80gb=nvidia-h200-144gb");
-    const std::string key = v.substr(0, eq);
-    if (!is_valid_hardware_key(key)) throw bad("'" + key + "' is not a hardware key");
-    std::vector<std::string> others;
-    std::string rest = v.substr(eq + 1);
-    for (size_t start = 0; start <= rest.size();) {
-      const size_t comma = std::min(rest.find(',', start), rest.size());
-      const std::string other = rest.substr(start, comma - start);
-      if (!is_valid_hardware_key(other)) throw bad("'" + other + "' is not a hardware key");
-      if (other == key) throw bad(key + " is its own data, not extra data");
-      if (std::find(others.begin(), others.end(), other) != others.end()) throw bad(other + " is given twice");
-      others.push_back(other);
-      start = comma + 1;
-    }
-    if (!out.emplace(key, std::move(others)).second)
-      throw std::invalid_argument("--retrain-extra-data: " + key + " is given twice");
-  }
-  return out;
+  return parse_per_hardware(
+      values, "--retrain-extra-data",
+      "HARDWARE_KEY=OTHER_KEY[,OTHER_KEY], e.g. nvidia-h100-80gb=nvidia-h200-144gb",
+      [](const std::string& key, const std::string& value, const auto& bad) {
+        std::vector<std::string> others;
+        for (size_t start = 0; start <= value.size();) {
+          const size_t comma = std::min(value.find(',', start), value.size());
+          const std::string other = value.substr(start, comma - start);
+          if (!is_valid_hardware_key(other)) throw bad("'" + other + "' is not a hardware key");
+          if (other == key) throw bad(key + " is its own data, not extra data");
+          if (std::find(others.begin(), others.end(), other) != others.end()) throw bad(other + " is given twice");
+          others.push_back(other);
+          start = comma + 1;
+        }
+        return others;
+      });
 }
 
 std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
