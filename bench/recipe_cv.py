@@ -7,7 +7,7 @@
 Runs `diode-train ... --cv-folds K --cv-fold f` for every fold (the test split is
 never trained or judged on here), pools the trainer's per-problem `val-problem`
 lines and prints one row: overall top-1 / top-5 / top-10 geomean and p90 over
-every non-test problem, per op top-1, and how often the model's top-1 is ATen.
+every non-test problem, per op and per dtype top-1 (per dtype with DEFAULT + cuBLAS's), and how often the model's top-1 is ATen.
 --seeds runs every fold once per seed and pools those too.
 """
 import argparse
@@ -22,6 +22,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stats
 
 # One definition for every bench script, the same as `diode validate` (bench/stats.py).
 from stats import geomean, p90  # noqa: E402
+
+
+def per_group(rows: list[dict]) -> dict:
+    """Top-1 geomean per op, and per dtype next to DEFAULT + cuBLAS's (the issue's per-op
+    and per-dtype lines), over the pooled per-problem rows."""
+    by = {"op": collections.defaultdict(list), "dtype": collections.defaultdict(list)}
+    for r in rows:
+        for key, groups in by.items():
+            groups[r[key]].append(r)
+    out = {f"top1_per_{key}": {g: round(geomean([r["top1"] for r in v]), 4) for g, v in sorted(groups.items())}
+           for key, groups in by.items()}
+    out["default_per_dtype"] = {g: round(geomean([r["default"] for r in v]), 4)
+                                for g, v in sorted(by["dtype"].items())}
+    return out
 
 
 def main():
@@ -55,10 +69,7 @@ def main():
     for k in ("top1", "top5", "top10", "cublas", "default"):
         v = [r[k] for r in rows]
         res[k] = [round(geomean(v), 4), round(p90(v), 4)]
-    per_op = collections.defaultdict(list)
-    for r in rows:
-        per_op[r["op"]].append(r["top1"])
-    res["top1_per_op"] = {op: round(geomean(v), 4) for op, v in sorted(per_op.items())}
+    res.update(per_group(rows))
     res["top1_max"] = round(max(r["top1"] for r in rows), 3)
     res["aten_top1"] = sum(r["aten"] for r in rows)
     print(json.dumps(res))
