@@ -15,6 +15,11 @@
 #      the shipped model stays ("kept" in the summary; --no-gate skips the gate). Either
 #      way the gate's verdict and, for both models, the share of their top 10 picks that
 #      the test records time as compiled (bench/static_pick_split.py) go to the log
+#   2b. predict mode's ATen margin, chosen for this model on the validation split (never the
+#      test split) and written into its model.json as `selection.aten_margin` before signing:
+#      python/release/choose_aten_margin.py on `diode validate --list-split validation`
+#      (docs/model-format.md). A model for which no margin of the grid keeps the worst
+#      validation GEMM within 1.10x cuBLAS is not published ("aten margin" in the summary)
 #   3. diode publish --model WORK/KEY/model --registry REGISTRY --keys KEYS --expires-days DAYS
 #      (the next version of KEY in the release registry: versions only grow)
 #   4. diode verify REGISTRY/KEY/N --root-key KEYS/root.pub
@@ -246,6 +251,7 @@ for hw in "${hardware[@]}"; do
   if ((dry)); then
     run "$diode" validate --model "$w/model" --dataset "$data" --json
     if ((gate)) && [ -n "$prev" ]; then run "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate; fi
+    run "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" --split-list "$w/validation-split.json"
     continue
   fi
   if ! "$diode" validate --model "$w/model" --dataset "$data" --json > "$w/validate.json" 2> "$w/validate.err"; then
@@ -282,6 +288,15 @@ for hw in "${hardware[@]}"; do
       kept+=("$hw (version $(basename "$prev"))"); continue
     fi
   fi
+  # Predict mode's ATen margin, chosen on the validation split and signed with the model (2b).
+  if ! "$diode" validate --dataset "$data" --list-split validation --json > "$w/validation-split.json" 2> "$w/margin.err" ||
+     ! "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" \
+         --split-list "$w/validation-split.json" > "$w/margin.txt" 2>> "$w/margin.err"; then
+    cat "$w/margin.txt" "$w/margin.err" >&2 2> /dev/null || true
+    echo "release_bundles: $hw: no ATen margin for predict mode (above); not published" >&2
+    failed+=("$hw (aten margin)"); continue
+  fi
+  tail -1 "$w/margin.txt" >&2
   seed_registry "$hw" "$prev"
   publish_and_ship || { failed+=("$hw (publish)"); continue; }
   cp "$w/validate.json" "$results/$hw.json"

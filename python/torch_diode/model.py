@@ -95,6 +95,10 @@ class ModelInfo:
     # on (diode-train writes it); None for models written before it. The hook does not use a
     # model outside it (docs/hook.md, Modes).
     domain: dict[str, tuple[int, int]] | None = None
+    # selection.aten_margin: predict mode's ATen margin chosen for this model at release, on
+    # its validation split (python/release/release_bundles.sh, bench/aten_margin_choice.py);
+    # None for a model without one (the hook then uses ranking.DEFAULT_ATEN_MARGIN).
+    aten_margin: float | None = None
 
     def in_domain(self, batch: int, m: int, n: int, k: int) -> bool:
         """Whether a problem's sizes lie within the training problems' ranges (True without a domain)."""
@@ -182,6 +186,26 @@ def parse_domain(dataset: Any) -> dict[str, tuple[int, int]] | None:
     return out
 
 
+MAX_ATEN_MARGIN = 1.0  # a Triton config predicted 2x faster than ATen: beyond that, no margin means anything
+
+
+def parse_selection(selection: Any) -> float | None:
+    """model.json selection.aten_margin, strictly: absent -> None; otherwise a finite number
+    in [0, MAX_ATEN_MARGIN]. `selection` is written by the release after training (the margin
+    is a decision taken on the model's validation split), not by diode-train."""
+    if selection is None:
+        return None
+    if not isinstance(selection, dict):
+        _fail("model.json selection", f"expected an object, got {selection!r:.200}")
+    if "aten_margin" not in selection:
+        return None
+    v = selection["aten_margin"]
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+            or not 0 <= v <= MAX_ATEN_MARGIN):
+        _fail("model.json selection.aten_margin", f"expected a number in [0, {MAX_ATEN_MARGIN:g}], got {v!r:.100}")
+    return float(v)
+
+
 def _ensemble_fields(arch: dict) -> dict:
     """architecture.members (absent: 1) and architecture.cascade (required with more than one
     member, absent with one), strictly."""
@@ -238,6 +262,7 @@ def parse_model_json(text: bytes, path: str = "<memory>") \
     if not isinstance(hw, str) or not hw:
         _fail("model.json hardware_key", "missing or not a string")
     domain = parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
+    parse_selection(j.get("selection"))      # the same: read_model_dir takes its value
     return a, spec, domain, j
 
 
@@ -347,10 +372,10 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     h = hashlib.sha256()
     h.update(len(text).to_bytes(8, "little") + text)
     h.update(data)
-    meta = {k: j[k] for k in ("dataset", "metrics", "training") if k in j}
+    meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=domain)
+                     domain=domain, aten_margin=parse_selection(j.get("selection")))
     return info, tensors
 
 

@@ -339,9 +339,10 @@ def test_aten_margin_keeps_atens_unless_triton_is_predicted_clearly_faster(model
 
 
 def test_aten_margin_option_is_validated_and_in_the_cache_key():
-    assert Options().aten_margin == 0.05  # bench/aten_margin_choice.py's choice for the shipped models
+    assert Options().aten_margin is None  # the model's own (model.json selection), else DEFAULT_ATEN_MARGIN
     assert Options(aten_margin=0.0).key() != Options().key()  # FX-graph cache key differs
-    for bad in (-0.01, float("nan"), float("inf"), "0.05", True, None):
+    assert Options(aten_margin=0.0).key() != Options(aten_margin=0.05).key()
+    for bad in (-0.01, float("nan"), float("inf"), "0.05", True):
         with pytest.raises(ValueError, match="aten_margin"):
             Options(aten_margin=bad)
     before = torch_diode.get_options()

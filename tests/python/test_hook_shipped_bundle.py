@@ -313,6 +313,9 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
     # The shipped H100 model is the gate's reference: a candidate that loses to it is not published.
     gate = [l for l in r.stderr.splitlines() if "--gate" in l]
     assert len(gate) == 1 and "--compare " + str(ROOT / "python" / "torch_diode" / "bundles" / "nvidia-h100-80gb") in gate[0]
+    # then predict mode's ATen margin is chosen for the candidate on the validation split (2b)
+    margin = [l for l in r.stderr.splitlines() if "choose_aten_margin.py" in l]
+    assert len(margin) == 1 and "--split-list " + str(tmp_path / "work") in margin[0], r.stderr
     assert not (tmp_path / "reg" / "nvidia-h100-80gb").exists()  # nothing published
     assert shipped == sorted(p.relative_to(ROOT).as_posix()
                              for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())
@@ -367,7 +370,8 @@ def _release_stubs(tmp_path, gate_passes: bool = False, single: bool = False) ->
     single-model form: _single_model) as its candidate (with the validation line the script chooses seeds by) and whose diode answers the gate
     "worse" (exit 3) or, with `gate_passes`, "better_or_equal" (exit 0), lists every problem
     for `--list-split test`, publishes with the real `diode publish`, and passes the rest of
-    validate/verify: the script's gate branches, in seconds, without training."""
+    validate/verify: the script's gate branches, in seconds, without training. `--list-split
+    validation` lists every problem too (the ATen margin's choice, step 2b)."""
     build = tmp_path / "build"
     (build / "models").mkdir(parents=True)
     (build / "cli").mkdir()
@@ -391,7 +395,8 @@ case " $* " in
                     if ((skip)); then skip=0; elif [ "$a" = --dataset ]; then skip=1; else args+=("$a"); fi; done
                   exec {DIODE} "${{args[@]}}" ;;
   *" --split validation "*) echo '{{"model": {{"top1": {{"geomean": 1.0250}}}}}}' ;;
-  *" --list-split test "*) args=(); for a in "$@"; do [ "$a" = test ] && a=all; args+=("$a"); done
+  *" --list-split test "*|*" --list-split validation "*)
+                           args=(); for a in "$@"; do [ "$a" = test ] || [ "$a" = validation ] && a=all; args+=("$a"); done
                            exec {DIODE} "${{args[@]}}" ;;
   *" validate "*) echo '{{}}' ;;
   *" verify "*) ;;
@@ -520,6 +525,11 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     assert (tmp_path / "reg" / H100 / str(before) / "bundle.json").is_file(), r.stderr
     assert [p.name for p in (shipped / H100).iterdir()] == [nxt], r.stderr
     assert (tmp_path / "results" / f"{H100}.seeds.txt").is_file(), r.stderr
+    # predict mode's ATen margin was chosen on the (stub's) validation list and signed with it
+    assert "aten_margin " in r.stderr and "worst validation GEMM" in r.stderr, r.stderr
+    sel = json.loads((shipped / H100 / nxt / "model.json").read_text())["selection"]
+    assert sel["split"] == "validation" and sel["vs_cublas_max"] <= sel["bound"] == 1.1
+    assert sel["aten_margin"] == torch_diode.model.load_model_dir(shipped / H100 / nxt).info.aten_margin
 
 
 def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):

@@ -355,7 +355,8 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     model's top-k configs are benchmarked by Inductor; "predict", the default: the model's
     single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default),
     aten_margin (predict mode: a Triton config replaces ATen only when predicted faster by more
-    than this share; default 0.05), aten_shortcut (topk mode: when predict mode would pick
+    than this share; default None: the model's own, model.json selection.aten_margin, else
+    0.05), aten_shortcut (topk mode: when predict mode would pick
     ATen, ATen alone is handed over and nothing is benchmarked; default True).
     Without a
     usable model the handler is still installed and takes Inductor's default path on
@@ -504,6 +505,8 @@ def get_prediction_stats() -> dict[str, Any]:
     s["model_hardware_key"] = m.info.hardware_key if m else None
     s["no_model_reason"] = st.no_model_reason if st and not st.ranker else None
     s["options"] = get_options()
+    # the margin in force: the option, else the model's own, else the default (HookState.aten_margin)
+    s["aten_margin"] = st.aten_margin if st else None
     return s
 
 

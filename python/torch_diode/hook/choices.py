@@ -29,7 +29,7 @@ from .. import __version__
 from .. import inductor_compat as ic
 from ..wire import OPS
 from . import compat, contribute, extract
-from .ranking import Options, Ranker, config_key
+from .ranking import DEFAULT_ATEN_MARGIN, Options, Ranker, config_key
 from .stats import CallRecord, Stats
 
 log = logging.getLogger("torch_diode")
@@ -49,6 +49,17 @@ class HookState:
     @property
     def model_id(self) -> str:
         return self.ranker.model.info.model_id if self.ranker else "none"
+
+    @property
+    def aten_margin(self) -> float:
+        """Predict mode's ATen margin in force: the aten_margin option when set, else the
+        model's own (model.json selection.aten_margin, chosen at release on its validation
+        split: models differ in how far a confident Triton pick can miss), else
+        DEFAULT_ATEN_MARGIN."""
+        if self.options.aten_margin is not None:
+            return float(self.options.aten_margin)
+        own = self.ranker.model.info.aten_margin if self.ranker else None
+        return DEFAULT_ATEN_MARGIN if own is None else own
 
     @property
     def model_path(self) -> str | None:
@@ -146,7 +157,7 @@ class DiodeChoicesMixin:
             extra = [config_key(extract.aten_config(own[0], problem))] if shortcut else []
             ranking = state.ranker.rank_ktcs(problem, rankable, state.options, extra_keys=extra)
             rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
-            if shortcut and _aten_predicted_fastest(state.options, float(ranking.extra_scores[0]), ranking.scores):
+            if shortcut and _aten_predicted_fastest(state.aten_margin, float(ranking.extra_scores[0]), ranking.scores):
                 # predict mode's decision: Inductor's warm-L2 benchmark of ATen against the top-k
                 # lost to it on 10 of 11 such workloads (Options.aten_shortcut, ranking.py)
                 rec.configs_in, rec.configs_kept = len(rankable), 0
@@ -190,7 +201,8 @@ class DiodeChoicesMixin:
         The op's own ATen kernel is scored with the Triton configs when the model's feature
         spec has the `aten` template (models trained on collector data do: the collector
         times ATen as template `aten`); the lowest predicted time wins, ATen's lowered by the
-        `aten_margin` option (a Triton config must be predicted faster by more than that share).
+        ATen margin (HookState.aten_margin: a Triton config must be predicted faster by more
+        than that share).
         A model without an
         `aten` feature cannot compare ATen, so ATen and the top Triton config are handed
         over and Inductor benchmarks those two. Other choices (aten::bias_addmm,
@@ -211,7 +223,7 @@ class DiodeChoicesMixin:
         decide = ranking.scores
         if scores_aten:
             decide = ranking.scores.copy()
-            decide[len(rankable)] = _aten_decision_score(state.options, float(decide[len(rankable)]))
+            decide[len(rankable)] = _aten_decision_score(state.aten_margin, float(decide[len(rankable)]))
         # stable: on a tie the Triton configs (listed first) win, as in _aten_predicted_fastest
         order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
         picked = None
@@ -260,20 +272,20 @@ class DiodeChoicesMixin:
         return out
 
 
-def _aten_decision_score(options: Options, aten_score: float) -> float:
+def _aten_decision_score(margin: float, aten_score: float) -> float:
     """ATen's score as predict mode ranks it among the Triton configs' (log-time scores):
-    lowered by `aten_margin`, so ATen wins unless a Triton config is predicted faster by more
-    than that share (Options.aten_margin: cuBLAS is rarely far from the best, a wrong Triton
-    pick can be). The one definition of the rule; top-k's shortcut uses it too."""
-    return aten_score - math.log1p(options.aten_margin)
+    lowered by the ATen margin (HookState.aten_margin), so ATen wins unless a Triton config
+    is predicted faster by more than that share (cuBLAS is rarely far from the best, a wrong
+    Triton pick can be). The one definition of the rule; top-k's shortcut uses it too."""
+    return aten_score - math.log1p(margin)
 
 
-def _aten_predicted_fastest(options: Options, aten_score: float, triton_scores) -> bool:
+def _aten_predicted_fastest(margin: float, aten_score: float, triton_scores) -> bool:
     """Predict mode's choice would be the op's ATen kernel (for top-k mode's shortcut): its
     decision score is below every Triton config's (a tie goes to Triton, as in
     _diode_predict's stable argsort where the Triton configs come first)."""
     best_triton = float(triton_scores.min()) if len(triton_scores) else math.inf
-    return _aten_decision_score(options, aten_score) < best_triton
+    return _aten_decision_score(margin, aten_score) < best_triton
 
 
 def _aten_alone(state, rec, candidates: dict, own: list, call_base, predict_s: float = 0.0):

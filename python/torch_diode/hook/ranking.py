@@ -52,6 +52,9 @@ DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, what
 # 0.10 for H100 version 7 (session 16), whose
 # worst GEMM was 1.199x cuBLAS at 0.05; 0.05 for H100 versions 5-6 and the H200 candidates
 # (session 14; version 6's worst was 1.102x). 0 is the plain lowest predicted time.
+# Since session 25 the release writes each model's own choice into its model.json
+# (selection.aten_margin, signed with the bundle): Options.aten_margin None, the default,
+# takes the model's, and this value only serves a model without one.
 DEFAULT_ATEN_MARGIN = 0.05
 # Top-k mode hands over the op's ATen kernel alone (nothing benchmarked) when the model predicts
 # it fastest by the rule of predict mode (aten_margin included); otherwise Inductor benchmarks
@@ -99,7 +102,9 @@ class Options:
     prune_shared_mem: bool = True   # exhaustive only: let Inductor drop configs over the smem limit
     fallback: str = "default"       # "default" (Inductor's full list) | "raise" (debugging)
     mode: str = field(default_factory=env_mode)  # "topk" | "predict" (MODES)
-    aten_margin: float = DEFAULT_ATEN_MARGIN  # predict mode: Triton must be predicted this much faster than ATen
+    # predict mode: Triton must be predicted this much faster than ATen; None: the model's own
+    # (model.json selection.aten_margin), else DEFAULT_ATEN_MARGIN (HookState.aten_margin)
+    aten_margin: float | None = None
     aten_shortcut: bool = DEFAULT_ATEN_SHORTCUT  # topk mode: ATen alone when predict mode would pick it
 
     def __post_init__(self):
@@ -126,10 +131,11 @@ class Options:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         object.__setattr__(self, "mode", mode)
-        if (isinstance(self.aten_margin, bool) or not isinstance(self.aten_margin, (int, float))
+        if self.aten_margin is not None and (
+                isinstance(self.aten_margin, bool) or not isinstance(self.aten_margin, (int, float))
                 or not math.isfinite(self.aten_margin) or self.aten_margin < 0):
-            raise ValueError(f"aten_margin must be a finite number >= 0 (0.1: Triton only when predicted "
-                             f"more than 10% faster than ATen), got {self.aten_margin!r}")
+            raise ValueError(f"aten_margin must be None (the model's own) or a finite number >= 0 (0.1: "
+                             f"Triton only when predicted more than 10% faster than ATen), got {self.aten_margin!r}")
         if not isinstance(self.aten_shortcut, bool):
             raise ValueError(f"aten_shortcut must be a bool, got {self.aten_shortcut!r}")
 
