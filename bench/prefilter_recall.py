@@ -1,0 +1,117 @@
+"""Would a small first-stage model (a pre-filter) keep the ensemble's picks? Issue 19's ranking speed.
+
+    build/cli/diode validate --dataset datasets/nvidia-h200-144gb --list-split validation --json > val.json
+    .venv/bin/python bench/prefilter_recall.py --split-list val.json --data datasets/nvidia-h200-144gb \\
+        --model python/torch_diode/bundles/nvidia-h200-144gb/5 --prefilter /tmp/tiny [--keep 64,128,256] [--json out.json]
+
+Why: a cache miss ranks ~1,400 EXHAUSTIVE configs, and on a slower CPU (bench/RESULTS.md,
+the Intel Xeon VM) member 0's forward over all of them is most of the 2 ms budget: its
+matmuls are arithmetic-bound. A pre-filter, a much smaller network scoring every config,
+would hand only its K best (and ATen) to member 0 and the cascade. Before building it into
+the model format and both rankers this measures what it would cost in picks: per problem,
+the ensemble ranks (a) every measured candidate, as `diode validate` does, and (b) only the
+pre-filter's K lowest-scored candidates plus every ATen candidate; the top-1 and top-5
+regret of both against the best measured (geomean, p90), and the recall: how often (b)'s
+pick is (a)'s. Candidates, records and regret are validate's (predict_aten_margin.problems_of;
+a failed pick counts as the problem's slowest ok record). Decide on the validation split.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from predict_aten_margin import problems_of, read_split_list  # noqa: E402  (validate's grouping)
+from stats import geomean, p90  # noqa: E402  (one definition for every bench script)
+
+
+def picks(scores, idx: list[int]) -> list[int]:
+    """The candidates `idx` ordered by score, ties to the lower index (as validate orders)."""
+    return sorted(idx, key=lambda i: (scores[i], i))
+
+
+def evaluate(model, prefilter, problems: list, keeps: list[int]) -> dict:
+    """{"all": ..., "keep K": ...}: top-1 / top-5 regret (geomean, p90) and the recall of the pick."""
+    import numpy as np
+    from torch_diode.hook.ranking import Options, Ranker
+    from torch_diode.model import is_aten_template
+    full, pre = Ranker(model), Ranker(prefilter)
+    rows: dict = {"all": {"top1": [], "top5": []}}
+    for k in keeps:
+        rows[f"keep {k}"] = {"top1": [], "top5": [], "same_pick": 0}
+    for p, rs in problems:
+        ok = [r.median_us for r in rs if r.status == "ok" and r.median_us > 0]
+        best, slowest = min(ok), max(ok)
+        times = [r.median_us if r.status == "ok" and r.median_us > 0 else slowest for r in rs]
+        configs = [r.config for r in rs]
+        aten = [i for i, c in enumerate(configs) if is_aten_template(c.template)]
+        everything = list(range(len(rs)))
+        s_all = full.rank(p, configs, Options()).scores
+        order = picks(s_all, everything)
+        rows["all"]["top1"].append(times[order[0]] / best)
+        rows["all"]["top5"].append(min(times[i] for i in order[:5]) / best)
+        s_pre = np.asarray(pre.rank(p, configs, Options()).scores)
+        first = picks(s_pre, everything)
+        for k in keeps:
+            kept = sorted(set(first[:k]) | set(aten))
+            # the ensemble on the kept candidates alone: its cascade is drawn from them
+            sub = full.rank(p, [configs[i] for i in kept], Options()).scores
+            sub_order = [kept[j] for j in picks(sub, list(range(len(kept))))]
+            r = rows[f"keep {k}"]
+            r["top1"].append(times[sub_order[0]] / best)
+            r["top5"].append(min(times[i] for i in sub_order[:5]) / best)
+            r["same_pick"] += sub_order[0] == order[0]
+        full.clear_cache()
+        pre.clear_cache()
+    out = {}
+    for label, r in rows.items():
+        out[label] = {"top1": {"geomean": geomean(r["top1"]), "p90": p90(r["top1"])},
+                      "top5": {"geomean": geomean(r["top5"]), "p90": p90(r["top5"])}}
+        if "same_pick" in r:
+            out[label]["same_pick"] = r["same_pick"]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="the shipped model or ensemble directory")
+    ap.add_argument("--prefilter", required=True, help="the small first-stage model directory (diode-train)")
+    ap.add_argument("--data", required=True, action="append", help="dataset file or directory (repeatable)")
+    ap.add_argument("--split-list", required=True, help="`diode validate --list-split validation --json` output")
+    ap.add_argument("--keep", default="64,128,256", help="pre-filter sizes K, comma-separated")
+    ap.add_argument("--max-spread", type=float, default=0.5, help="as diode validate (default 0.5)")
+    ap.add_argument("--json", default="", help="write the table here")
+    a = ap.parse_args(argv)
+    try:
+        keeps = sorted({int(k) for k in a.keep.split(",")})
+    except ValueError:
+        raise SystemExit(f"--keep {a.keep!r}: whole numbers, comma-separated") from None
+    if not keeps or keeps[0] < 1:
+        raise SystemExit("--keep: at least one size, each >= 1")
+    from torch_diode.model import load_model_dir
+    model, prefilter = load_model_dir(a.model), load_model_dir(a.prefilter)
+    problems = list(problems_of(a.data, read_split_list(a.split_list), a.max_spread))
+    if not problems:
+        raise SystemExit("no problem of the split list in the data")
+    out = evaluate(model, prefilter, problems, keeps)
+    arch = prefilter.info.architecture
+    print(f"{len(problems)} problems; pre-filter hidden {arch.hidden} x {arch.blocks} blocks")
+    print("| candidates ranked by the ensemble | top-1 geomean / p90 | top-5 geomean / p90 | same pick |")
+    print("|---|---|---|---|")
+    for label, r in out.items():
+        same = f"{r['same_pick']}/{len(problems)}" if "same_pick" in r else "-"
+        print(f"| {label} | {r['top1']['geomean']:.4f} / {r['top1']['p90']:.3f} | "
+              f"{r['top5']['geomean']:.4f} / {r['top5']['p90']:.3f} | {same} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"problems": len(problems), "prefilter": vars(arch), "rows": out}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
