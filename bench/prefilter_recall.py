@@ -14,6 +14,8 @@ pre-filter's K lowest-scored candidates plus every ATen candidate; the top-1 and
 regret of both against the best measured (geomean, p90), and the recall: how often (b)'s
 pick is (a)'s. Candidates, records and regret are validate's (predict_aten_margin.problems_of;
 a failed pick counts as the problem's slowest ok record). Decide on the validation split.
+With --time-rows (default 1,400) it also times, side by side in the same process, the
+forwards of a cache miss now and with the pre-filter at each K (thread CPU, one thread).
 """
 from __future__ import annotations
 
@@ -77,6 +79,52 @@ def evaluate(model, prefilter, problems: list, keeps: list[int]) -> dict:
     return out
 
 
+def forward_ms(model, prefilter, rows: int, keeps: list[int], repeat: int) -> dict:
+    """Median thread-CPU ms, one thread, of the forwards a cache miss runs on `rows` configs:
+    now (member 0 on every row, members 1.. on the cascade set) and with the pre-filter
+    (pre-filter on every row, member 0 on K rows, members 1.. on the cascade set). The
+    values of the rows do not matter to the time (dense matmuls and activations)."""
+    import statistics
+    import time
+    import torch
+    torch.set_num_threads(1)
+    n_in = model.info.architecture.input
+    x = torch.randn(rows, n_in)
+    cas = (model.info.architecture.cascade or 0) + 1   # the cascade set: K best and the ATen row
+
+    def others(k):
+        if model.others:
+            model.run_others(x[:k])
+
+    def now():
+        model.module(x)
+        others(cas)
+
+    def staged(k):
+        def run():
+            prefilter.module(x)
+            model.module(x[:k])
+            others(cas)
+        return run
+
+    def median(fn) -> float:
+        with torch.no_grad():
+            for _ in range(10):
+                fn()
+            ts = []
+            for _ in range(repeat):
+                t0 = time.thread_time()
+                fn()
+                ts.append(time.thread_time() - t0)
+        return statistics.median(ts) * 1e3
+
+    out = {"now": median(now)}
+    for k in keeps:
+        out[f"keep {k}"] = median(staged(min(k, rows)))
+    out["prefilter alone"] = median(lambda: prefilter.module(x))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="the shipped model or ensemble directory")
@@ -86,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", default="64,128,256", help="pre-filter sizes K, comma-separated")
     ap.add_argument("--max-spread", type=float, default=0.5, help="as diode validate (default 0.5)")
     ap.add_argument("--json", default="", help="write the table here")
+    ap.add_argument("--time-rows", type=int, default=1400,
+                    help="also time the forwards of a cache miss on this many configs (0: skip)")
+    ap.add_argument("--repeat", type=int, default=200, help="timed forwards per variant (median)")
     a = ap.parse_args(argv)
     try:
         keeps = sorted({int(k) for k in a.keep.split(",")})
@@ -107,9 +158,16 @@ def main(argv=None) -> int:
         same = f"{r['same_pick']}/{len(problems)}" if "same_pick" in r else "-"
         print(f"| {label} | {r['top1']['geomean']:.4f} / {r['top1']['p90']:.3f} | "
               f"{r['top5']['geomean']:.4f} / {r['top5']['p90']:.3f} | {same} |")
+    times = {}
+    if a.time_rows > 0:
+        times = forward_ms(model, prefilter, a.time_rows, keeps, max(1, a.repeat))
+        print(f"forwards of a cache miss on {a.time_rows} configs, one thread, median thread-CPU ms "
+              f"over {a.repeat}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()))
+        print("ratio to now: " + ", ".join(f"{k} {v / times['now']:.2f}x" for k, v in times.items() if k != "now"))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"problems": len(problems), "prefilter": vars(arch), "rows": out}, f, indent=1)
+            json.dump({"problems": len(problems), "prefilter": vars(arch), "rows": out,
+                       "forward_ms": times}, f, indent=1)
     return 0
 
 

@@ -31,7 +31,7 @@ def test_keep_everything_is_the_full_ranking_and_a_small_keep_can_only_lose(tmp_
     r = subprocess.run([sys.executable, str(ROOT / "bench/prefilter_recall.py"), "--model",
                         str(shipped_model("nvidia-h100-80gb")), "--prefilter", str(tmp_path / "tiny"),
                         "--data", str(DATA), "--split-list", str(split), "--keep", "1,100000",
-                        "--json", str(out)], capture_output=True, text=True)
+                        "--json", str(out), "--time-rows", "64", "--repeat", "3"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     t = json.loads(out.read_text())
     n = t["problems"]
@@ -43,6 +43,9 @@ def test_keep_everything_is_the_full_ranking_and_a_small_keep_can_only_lose(tmp_
     # and that is top1_variants' (validate's) top-1 of the same model on the same problems
     ref = top1_variants.evaluate([("m", load_model_dir(str(shipped_model("nvidia-h100-80gb"))))], problems, [0.0])
     assert rows["all"]["top1"]["geomean"] == pytest.approx(ref["m"]["top1@0"][0], rel=1e-9)
+    # the forwards were timed side by side: now, each K, the pre-filter alone
+    assert set(t["forward_ms"]) == {"now", "keep 1", "keep 100000", "prefilter alone"}
+    assert all(v > 0 for v in t["forward_ms"].values()) and "ratio to now" in r.stdout
     # keeping one Triton config (and ATen) can only lose against the best measured
     assert rows["keep 1"]["top1"]["geomean"] >= 1.0 and rows["keep 1"]["same_pick"] <= n
     bad = subprocess.run([sys.executable, str(ROOT / "bench/prefilter_recall.py"), "--model", "x",
