@@ -141,8 +141,8 @@ void register_model_commands(CLI::App& app) {
 void register_ensemble_command(CLI::App& app) {
   struct Opts {
     std::vector<std::string> members;
-    std::string out, dataset;
-    int cascade = 32;
+    std::string out, dataset, prefilter;
+    int cascade = 32, keep = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* e = app.add_subcommand(
@@ -155,14 +155,24 @@ void register_ensemble_command(CLI::App& app) {
   e->add_option("--cascade", o->cascade,
                 "member 0's best configs the other members score too (besides every ATen config); default 32")
       ->check(CLI::Range(1, 4096));
+  e->add_option("--prefilter", o->prefilter,
+                "optional: a small single model (same dataset, features and activation) that scores every config "
+                "first; the members then rank only its --keep best and the ATen configs (model.json "
+                "architecture.prefilter)");
+  e->add_option("--keep", o->keep, "with --prefilter: how many of the pre-filter's best configs the members rank")
+      ->check(CLI::Range(1, diode::kMaxPrefilterKeep));
   e->add_option("--out", o->out, "the ensemble's model directory (written atomically, file by file)")->required();
   e->add_option("--dataset", o->dataset,
                 "optional: score the ensemble on this dataset's test split as diode validate does (every record) "
                 "and store the metrics in model.json");
   e->callback([o] {
+    if (o->prefilter.empty() != (o->keep == 0))
+      throw std::runtime_error("--prefilter and --keep go together: give both (a pre-filter and how many configs "
+                               "it keeps) or neither");
     std::vector<models::ModelDir> ms;
     for (const auto& dir : o->members) ms.push_back(models::load_model_dir(dir));
     models::ModelDir en = models::make_ensemble(ms, o->cascade);
+    if (!o->prefilter.empty()) en = models::with_prefilter(en, models::load_model_dir(o->prefilter), o->keep);
     if (!o->dataset.empty()) {
       const Dataset d = load_dataset(o->dataset);
       models::GroupOptions go;
@@ -172,8 +182,11 @@ void register_ensemble_command(CLI::App& app) {
                        .metrics.to_json();
     }
     models::save_model_dir(o->out, en);
-    std::cout << "ensemble of " << ms.size() << " members (cascade " << o->cascade << ") written to " << o->out
-              << "\n";
+    std::cout << "ensemble of " << ms.size() << " members (cascade " << o->cascade;
+    if (en.arch.has_prefilter())
+      std::cout << ", pre-filter " << o->prefilter << ": hidden " << en.arch.prefilter.hidden << ", blocks "
+                << en.arch.prefilter.blocks << ", keep " << en.arch.prefilter.keep;
+    std::cout << ") written to " << o->out << "\n";
   });
 }
 

@@ -18,24 +18,31 @@ MlpInfer::Layer MlpInfer::make_layer(const NamedTensor& w, const NamedTensor& b)
 }
 
 MlpInfer::MlpInfer(const ModelDir& m)
-    : spec_(m.spec), silu_(m.arch.activation == "silu"), cascade_(size_t(std::max(0, m.arch.cascade))) {
+    : spec_(m.spec),
+      silu_(m.arch.activation == "silu"),
+      cascade_(size_t(std::max(0, m.arch.cascade))),
+      keep_(size_t(std::max(0, m.arch.prefilter.keep))) {
   for (double v : spec_.stddev) sd_.push_back(v > 0 ? v : 1.0);
   const auto shapes = m.arch.tensor_shapes();
   if (m.weights.size() != shapes.size()) throw std::invalid_argument("weights do not match the architecture");
   for (size_t i = 0; i < shapes.size(); ++i)
     if (m.weights[i].name != shapes[i].first || m.weights[i].shape != shapes[i].second)
       throw std::invalid_argument("weight " + m.weights[i].name + " does not match the architecture");
-  size_t t = 0;  // tensor_shapes() is member-major: each member's tensors in a single model's order
-  for (int member = 0; member < std::max(1, m.arch.members); ++member) {
+  // tensor_shapes() is member-major, each member's tensors in a single model's order, then
+  // the pre-filter's in the same order.
+  size_t t = 0;
+  const auto next_net = [&](int blocks) {
     Net n;
     n.input = make_layer(m.weights[t], m.weights[t + 1]);
     t += 2;
-    for (int i = 0; i < m.arch.blocks; ++i, t += 4)
+    for (int i = 0; i < blocks; ++i, t += 4)
       n.blocks.emplace_back(make_layer(m.weights[t], m.weights[t + 1]), make_layer(m.weights[t + 2], m.weights[t + 3]));
     n.head = make_layer(m.weights[t], m.weights[t + 1]);
     t += 2;
-    nets_.push_back(std::move(n));
-  }
+    return n;
+  };
+  for (int member = 0; member < std::max(1, m.arch.members); ++member) nets_.push_back(next_net(m.arch.blocks));
+  if (m.arch.has_prefilter()) prefilter_ = next_net(m.arch.prefilter.blocks);
 }
 
 namespace {
@@ -187,28 +194,63 @@ std::vector<float> MlpInfer::predict(const ProblemGroup& g) const {
   return predict(features(g), g.configs.size());
 }
 
+namespace {
+
+// in[i] = 1 for the k lowest of s (stable: ties to the lower index) and every ATen row.
+std::vector<char> lowest_and_aten(const std::vector<float>& s, size_t k, const std::vector<char>& aten) {
+  const size_t rows = s.size();
+  std::vector<size_t> order(rows);
+  for (size_t i = 0; i < rows; ++i) order[i] = i;
+  k = std::min(k, rows);
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(),
+                    [&](size_t a, size_t b) { return s[a] < s[b] || (s[a] == s[b] && a < b); });
+  std::vector<char> in(aten);
+  for (size_t i = 0; i < k; ++i) in[order[i]] = 1;
+  return in;
+}
+
+// The rows of x (rows x d) where in[i], in order.
+std::vector<float> gather_rows(const std::vector<float>& x, size_t d, const std::vector<char>& in) {
+  std::vector<float> out;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i]) out.insert(out.end(), x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t((i + 1) * d));
+  return out;
+}
+
+}  // namespace
+
 std::vector<float> MlpInfer::score(const ProblemGroup& g) const {
   const std::vector<float> x = features(g);
   const size_t rows = g.configs.size(), d = nets_.front().input.in;
+  std::vector<char> aten(rows, 0);
+  for (size_t i = 0; i < rows; ++i) aten[i] = g.configs[i].is_aten() ? 1 : 0;
+  // No pre-filter, or it would keep every config anyway (n <= K): the members score all.
+  if (!prefilter_ || rows <= keep_) return cascade_scores(x, rows, aten);
+  // P: the pre-filter's K best and every ATen config (ATen stays a candidate whatever the
+  // pre-filter thinks of it, as in the cascade), scored by the members as a group of its own.
+  const std::vector<float> q = forward(*prefilter_, x.data(), rows);
+  const std::vector<char> in = lowest_and_aten(q, keep_, aten);
+  std::vector<char> aten_p;
+  for (size_t i = 0; i < rows; ++i)
+    if (in[i]) aten_p.push_back(aten[i]);
+  const std::vector<float> sp = cascade_scores(gather_rows(x, d, in), aten_p.size(), aten_p);
+  // Outside P: q + kPrefilterOffset, above every score of P, in the pre-filter's order.
+  std::vector<float> s(rows);
+  for (size_t i = 0, j = 0; i < rows; ++i) s[i] = in[i] ? sp[j++] : float(double(q[i]) + kPrefilterOffset);
+  return s;
+}
+
+std::vector<float> MlpInfer::cascade_scores(const std::vector<float>& x, size_t rows,
+                                            const std::vector<char>& aten) const {
+  const size_t d = nets_.front().input.in;
   std::vector<float> s = forward(nets_.front(), x.data(), rows);
   if (nets_.size() == 1) return s;
   // The cascade set: member 0's `cascade_` best (stable: ties to the first) and every ATen config.
-  std::vector<size_t> order(rows);
-  for (size_t i = 0; i < rows; ++i) order[i] = i;
-  const size_t k = std::min(cascade_, rows);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](size_t a, size_t b) { return s[a] < s[b] || (s[a] == s[b] && a < b); });
-  std::vector<char> in(rows, 0);
-  for (size_t i = 0; i < k; ++i) in[order[i]] = 1;
-  for (size_t i = 0; i < rows; ++i)
-    if (g.configs[i].is_aten()) in[i] = 1;
+  const std::vector<char> in = lowest_and_aten(s, cascade_, aten);
+  const std::vector<float> xs = gather_rows(x, d, in);
   std::vector<size_t> sel;
-  std::vector<float> xs;
   for (size_t i = 0; i < rows; ++i)
-    if (in[i]) {
-      sel.push_back(i);
-      xs.insert(xs.end(), x.begin() + std::ptrdiff_t(i * d), x.begin() + std::ptrdiff_t((i + 1) * d));
-    }
+    if (in[i]) sel.push_back(i);
   std::vector<double> sum(sel.size());
   for (size_t j = 0; j < sel.size(); ++j) sum[j] = double(s[sel[j]]);
   for (size_t m = 1; m < nets_.size(); ++m) {

@@ -20,10 +20,20 @@ constexpr uint64_t kVersion = 1, kMaxTensors = 1024, kMaxBytes = 64u << 20;
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   throw WireError(where + ": " + what);
 }
+// o[name], an integer in [lo, hi] (a bool or a float is not one), else WireError naming where.name.
+int int_field(const nlohmann::json& o, const std::string& where, const char* name, int lo, int hi) {
+  if (!o.contains(name) || !o[name].is_number_integer() || o[name].get<int64_t>() < lo || o[name].get<int64_t>() > hi)
+    bad(where + "." + name, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return o[name].get<int>();
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<uint64_t>>> Architecture::tensor_shapes() const {
-  return residual_mlp_tensors(uint64_t(input), uint64_t(hidden), uint64_t(blocks), uint64_t(members));
+  auto t = residual_mlp_tensors(uint64_t(input), uint64_t(hidden), uint64_t(blocks), uint64_t(members));
+  if (has_prefilter())  // after every member's
+    for (auto& ts : prefilter_tensors(uint64_t(input), uint64_t(prefilter.hidden), uint64_t(prefilter.blocks)))
+      t.push_back(std::move(ts));
+  return t;
 }
 
 nlohmann::json Architecture::to_json() const {
@@ -33,6 +43,8 @@ nlohmann::json Architecture::to_json() const {
     j["members"] = members;
     j["cascade"] = cascade;
   }
+  if (has_prefilter())
+    j["prefilter"] = {{"hidden", prefilter.hidden}, {"blocks", prefilter.blocks}, {"keep", prefilter.keep}};
   return j;
 }
 
@@ -40,26 +52,31 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
   if (!j.is_object()) bad("model.json architecture", "expected an object");
   if (j.value("kind", "") != "residual_mlp")
     bad("model.json architecture.kind", "unsupported architecture (this build reads residual_mlp)");
-  auto int_field = [&](const char* name, int lo, int hi) {
-    if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int64_t>() < lo ||
-        j[name].get<int64_t>() > hi)
-      bad(std::string("model.json architecture.") + name,
-          "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return j[name].get<int>();
-  };
+  const std::string where = "model.json architecture";
   Architecture a;
-  a.input = int_field("input", 1, 4096);
-  a.hidden = int_field("hidden", 1, 8192);
-  a.blocks = int_field("blocks", 0, 64);
+  a.input = int_field(j, where, "input", 1, 4096);
+  a.hidden = int_field(j, where, "hidden", 1, 8192);
+  a.blocks = int_field(j, where, "blocks", 0, 64);
   a.activation = j.value("activation", "");
   if (a.activation != "relu" && a.activation != "silu")
     bad("model.json architecture.activation", "expected relu or silu");
-  if (j.contains("members")) a.members = int_field("members", 1, kMaxEnsembleMembers);
+  if (j.contains("members")) a.members = int_field(j, where, "members", 1, kMaxEnsembleMembers);
   if (a.members > 1) {
     if (!j.contains("cascade")) bad("model.json architecture.cascade", "required when members > 1");
-    a.cascade = int_field("cascade", 1, kMaxCascade);
+    a.cascade = int_field(j, where, "cascade", 1, kMaxCascade);
   } else if (j.contains("cascade")) {
     bad("model.json architecture.cascade", "only an ensemble (members > 1) has a cascade");
+  }
+  if (j.contains("prefilter")) {
+    const std::string pw = where + ".prefilter";
+    if (a.members < 2) bad(pw, "only an ensemble (members > 1) has a pre-filter");
+    const nlohmann::json& p = j.at("prefilter");
+    // Exactly these three keys: a misspelt or unknown one would otherwise be ignored silently.
+    if (!p.is_object() || p.size() != 3 || !p.contains("hidden") || !p.contains("blocks") || !p.contains("keep"))
+      bad(pw, "expected an object with exactly the integer keys hidden, blocks and keep");
+    a.prefilter.hidden = int_field(p, pw, "hidden", 1, 8192);
+    a.prefilter.blocks = int_field(p, pw, "blocks", 0, 64);
+    a.prefilter.keep = int_field(p, pw, "keep", 1, kMaxPrefilterKeep);
   }
   return a;
 }
@@ -212,6 +229,46 @@ ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
   // The member-major names of the format (diode/model_shapes.h), in the same order.
   const auto names = e.arch.tensor_shapes();
   for (size_t t = 0; t < e.weights.size(); ++t) e.weights[t].name = names.at(t).first;
+  return e;
+}
+
+ModelDir with_prefilter(const ModelDir& ensemble, const ModelDir& small, int keep) {
+  if (ensemble.arch.members < 2)
+    throw std::invalid_argument("a pre-filter goes with an ensemble (members > 1), not a single model");
+  if (ensemble.arch.has_prefilter()) throw std::invalid_argument("the ensemble already has a pre-filter");
+  if (keep < 1 || keep > kMaxPrefilterKeep)
+    throw std::invalid_argument("the pre-filter's keep must be in [1, " + std::to_string(kMaxPrefilterKeep) +
+                                "], got " + std::to_string(keep));
+  const std::string who = "the pre-filter";
+  if (small.arch.members != 1 || small.arch.has_prefilter())
+    throw std::invalid_argument(who + " must be a single model (members 1), not an ensemble");
+  if (small.hardware_key != ensemble.hardware_key)
+    throw std::invalid_argument(who + ": another hardware key (" + small.hardware_key + ", the ensemble's is " +
+                                ensemble.hardware_key + ")");
+  // It scores the same normalised feature rows as the members (normalised once, with the
+  // ensemble's spec), through the same activation.
+  if (small.arch.input != ensemble.arch.input)
+    throw std::invalid_argument(who + ": another input width (" + std::to_string(small.arch.input) +
+                                ", the ensemble's is " + std::to_string(ensemble.arch.input) + ")");
+  if (small.arch.activation != ensemble.arch.activation)
+    throw std::invalid_argument(who + ": another activation (" + small.arch.activation + ", the ensemble's is " +
+                                ensemble.arch.activation + ")");
+  if (small.spec.to_json() != ensemble.spec.to_json()) throw std::invalid_argument(who + ": another feature spec");
+  if (small.dataset != ensemble.dataset) throw std::invalid_argument(who + ": trained on another dataset");
+  const auto single = small.arch.tensor_shapes();
+  if (small.weights.size() != single.size())
+    throw std::invalid_argument(who + ": weights do not match its architecture");
+  for (size_t t = 0; t < single.size(); ++t)
+    if (small.weights[t].name != single[t].first || small.weights[t].shape != single[t].second)
+      throw std::invalid_argument(who + ": weight " + small.weights[t].name + " out of its architecture's order");
+  ModelDir e = ensemble;
+  e.arch.prefilter = {small.arch.hidden, small.arch.blocks, keep};
+  for (NamedTensor t : small.weights) {
+    t.name = "prefilter." + t.name;
+    e.weights.push_back(std::move(t));
+  }
+  e.training["prefilter"] = small.training;
+  e.metrics = nlohmann::json::object();
   return e;
 }
 

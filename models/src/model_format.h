@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "diode/features.h"
+#include "diode/model_shapes.h"  // kMaxEnsembleMembers, kMaxCascade, kMaxPrefilterKeep
 
 namespace diode::models {
 
@@ -29,8 +30,20 @@ struct Architecture {
   // the others only member 0's `cascade` best and the ATen configs. members 1: a single
   // model, cascade 0 (absent from model.json).
   int members = 1, cascade = 0;
+  // An ensemble's optional pre-filter (docs/model-format.md, Members; model.json
+  // architecture.prefilter): a smaller residual MLP of the same input, activation and
+  // feature spec that scores every config first, so that the members (member 0 and the
+  // cascade) only see its `keep` best and the ATen configs. keep 0: none (absent from
+  // model.json); otherwise hidden >= 1, blocks >= 0, keep >= 1. Its tensors are named like
+  // a single model's prefixed "prefilter.", after all members' tensors.
+  struct Prefilter {
+    int hidden = 0, blocks = 0, keep = 0;
+    bool operator==(const Prefilter&) const = default;
+  } prefilter;
+  bool has_prefilter() const { return prefilter.keep > 0; }
 
-  // Names and shapes the format prescribes, in canonical order (member-major).
+  // Names and shapes the format prescribes, in canonical order (member-major, then the
+  // pre-filter's).
   std::vector<std::pair<std::string, std::vector<uint64_t>>> tensor_shapes() const;
   nlohmann::json to_json() const;
   static Architecture from_json(const nlohmann::json& j);  // strict, throws WireError
@@ -64,5 +77,14 @@ ModelDir load_model_dir(const std::string& dir);
 // std::invalid_argument naming the first difference. dataset is the members'; training
 // lists each member's; metrics are left empty for the caller (diode ensemble fills them).
 ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade);
+
+// `ensemble` (members >= 2, no pre-filter yet) with `small` (a single model) as its
+// pre-filter keeping `keep` configs (1 to kMaxPrefilterKeep). `small` must agree with the
+// ensemble on input width, activation, feature spec (the features are normalised once, with
+// the ensemble's spec), hardware key and dataset: otherwise std::invalid_argument naming the
+// first difference. Its tensors are renamed "prefilter." + name and follow the members';
+// training.prefilter records small's training; metrics are cleared (the ranking changes: the
+// caller scores it again, as diode ensemble does).
+ModelDir with_prefilter(const ModelDir& ensemble, const ModelDir& small, int keep);
 
 }  // namespace diode::models

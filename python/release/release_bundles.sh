@@ -57,6 +57,11 @@
 #                       chosen seed is member 0 (it scores every config), the others follow
 #                       in --seeds order and score its K best configs and ATen (the cascade).
 #                       The ensemble's validation line goes to KEY.seeds.txt too
+#   --prefilter H,B,K   with --ensemble: also train a small model (diode-train --hidden H
+#                       --blocks B, the first seed, --train-args without their --hidden and
+#                       --blocks) and join it as the ensemble's pre-filter, which scores every
+#                       config and hands its K best and ATen to the members (`diode ensemble
+#                       --prefilter DIR --keep K`, docs/model-format.md, Pre-filter), e.g. 16,1,64
 #   --train-args "..."  extra diode-train flags for a new recipe, e.g. "--loss listwise --hidden 128"
 #                       (also $DIODE_TRAIN_ARGS)
 #   --expires-days N    bundle lifetime (default 365). The root metadata's own expiry
@@ -81,7 +86,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" ensemble=0 days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
+np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
 hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
@@ -98,6 +103,7 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --ensemble) ensemble=$2; shift 2 ;;
+    --prefilter) prefilter=$2; shift 2 ;;
     --train-args) train_args=$2; shift 2 ;;
     --expires-days) days=$2; shift 2 ;;
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
@@ -113,8 +119,14 @@ die() { echo "release_bundles: $*" >&2; exit 2; }
 [ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
 [[ $ensemble =~ ^[0-9]+$ ]] || die "--ensemble K takes a whole number (the cascade), got '$ensemble'"
 if ((ensemble)) && [[ ! $seeds =~ , ]]; then die "--ensemble needs --seeds with at least two seeds"; fi
-if ((resign)) && { [ -n "$seeds" ] || ((ensemble)) || [ -n "$train_args" ]; }; then
-  die "--resign trains nothing: it takes no --seeds, --ensemble or --train-args"
+pf_hidden="" pf_blocks="" pf_keep=""
+if [ -n "$prefilter" ]; then
+  [[ $prefilter =~ ^([0-9]+),([0-9]+),([0-9]+)$ ]] || die "--prefilter takes HIDDEN,BLOCKS,KEEP (e.g. 16,1,64), got '$prefilter'"
+  pf_hidden=${BASH_REMATCH[1]} pf_blocks=${BASH_REMATCH[2]} pf_keep=${BASH_REMATCH[3]}
+  ((ensemble)) || die "--prefilter needs --ensemble (a pre-filter feeds an ensemble's members)"
+fi
+if ((resign)) && { [ -n "$seeds" ] || ((ensemble)) || [ -n "$train_args" ] || [ -n "$prefilter" ]; }; then
+  die "--resign trains nothing: it takes no --seeds, --ensemble, --prefilter or --train-args"
 fi
 datasets=$(cd "$datasets" && pwd) || die "no datasets directory $datasets"
 keys=$(cd "$keys" && pwd) || die "no key directory $keys"
@@ -224,19 +236,35 @@ for hw in "${hardware[@]}"; do
     # shellcheck disable=SC2086
     run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
       --out "$w/model" --epochs "$epochs" --seed "$seed" $train_args --quiet || ok=0
-  elif ((ok)) && ! ((dry)) && ((ensemble)); then
+  fi
+  # The pre-filter: the recipe's flags without its width and depth, then the pre-filter's.
+  pf_args=()
+  if ((ok)) && [ -n "$prefilter" ]; then
+    pf_train=() skip=0
+    # shellcheck disable=SC2206  # train_args are words on purpose
+    for a in $train_args; do
+      if ((skip)); then skip=0; elif [ "$a" = --hidden ] || [ "$a" = --blocks ]; then skip=1
+      elif [[ $a == --hidden=* || $a == --blocks=* ]]; then :; else pf_train+=("$a"); fi
+    done
+    cmd=(mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data"
+         --out "$w/prefilter" --epochs "$epochs" --seed "${seeds%%,*}" "${pf_train[@]}" --hidden "$pf_hidden" --blocks "$pf_blocks")
+    echo "+ ${cmd[*]} > $w/prefilter.log" >&2
+    if ! ((dry)) && ! "${cmd[@]}" > "$w/prefilter.log" 2>&1; then tail -5 "$w/prefilter.log" >&2; ok=0; fi
+    pf_args=(--prefilter "$w/prefilter" --keep "$pf_keep")
+  fi
+  if [ -n "$seeds" ] && ((ok)) && ! ((dry)) && ((ensemble)); then
     members=(--member "$w/seed-$best")
     for s in ${seeds//,/ }; do [ "$s" = "$best" ] || members+=(--member "$w/seed-$s"); done
-    echo "+ $diode ensemble ${members[*]} --cascade $ensemble --out $w/model --dataset $data" >&2
-    if "$diode" ensemble "${members[@]}" --cascade "$ensemble" --out "$w/model" --dataset "$data" >&2 &&
+    echo "+ $diode ensemble ${members[*]} --cascade $ensemble ${pf_args[*]} --out $w/model --dataset $data" >&2
+    if "$diode" ensemble "${members[@]}" --cascade "$ensemble" "${pf_args[@]}" --out "$w/model" --dataset "$data" >&2 &&
        t1=$("$diode" validate --model "$w/model" --dataset "$data" --split validation --json |
             "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'); then
-      echo "ensemble: every seed, seed $best first (lowest validation top-1 regret, $best_t1), cascade $ensemble: validation top-1 $t1" >> "$w/seeds.txt"
+      echo "ensemble: every seed, seed $best first (lowest validation top-1 regret, $best_t1), cascade $ensemble${prefilter:+, pre-filter $prefilter (hidden, blocks, keep)}: validation top-1 $t1" >> "$w/seeds.txt"
       cat "$w/seeds.txt" >&2
     else
       ok=0
     fi
-  elif ((ok)) && ! ((dry)); then
+  elif [ -n "$seeds" ] && ((ok)) && ! ((dry)); then
     mv "$w/seed-$best" "$w/model"
     echo "chosen: seed $best (lowest validation top-1 regret, $best_t1)" >> "$w/seeds.txt"
     cat "$w/seeds.txt" >&2

@@ -45,10 +45,42 @@ MAX_CASCADE = 4096
 # config the ensemble scored (their means are log times, far below 1000), in member 0's order.
 # Such a score is an order, not a time estimate.
 CASCADE_OFFSET = 1000.0
+# An ensemble may carry a pre-filter (architecture.prefilter): a much smaller residual_mlp that
+# scores every config first and hands only its `keep` best (and the ATen configs) to member 0
+# and the cascade (prefilter_scores). MAX_KEEP bounds `keep` as MAX_CASCADE bounds `cascade`.
+MAX_KEEP = 4096
+# Added to the pre-filter's prediction of a config it does not keep: it then ranks after every
+# config of the kept set (whose scores are below CASCADE_OFFSET + a log time), in the pre-filter's
+# order. Such a score is an order, not a time estimate. (C++: MlpInfer::kPrefilterOffset.)
+PREFILTER_OFFSET = 2000.0
+# Prefix of the pre-filter's tensor names in weights.msgpack (after every member's tensors).
+PREFILTER_PREFIX = "prefilter."
 
 
 class ModelFormatError(ValueError):
     """The model directory does not follow docs/model-format.md; the message says where."""
+
+
+def _residual_shapes(d: int, h: int, blocks: int) -> dict[str, tuple[int, ...]]:
+    """One residual_mlp's tensors, unprefixed: input width d, hidden h, `blocks` blocks."""
+    shapes: dict[str, tuple[int, ...]] = {"input.weight": (h, d), "input.bias": (h,)}
+    for i in range(blocks):
+        for fc in ("fc1", "fc2"):
+            shapes[f"blocks.{i}.{fc}.weight"] = (h, h)
+            shapes[f"blocks.{i}.{fc}.bias"] = (h,)
+    shapes["head.weight"] = (1, h)
+    shapes["head.bias"] = (1,)
+    return shapes
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """model.json architecture.prefilter of an ensemble: a residual_mlp of `hidden` x `blocks`
+    (the architecture's input width, activation and feature_spec) whose `keep` lowest-scored
+    configs, and the ATen ones, are what the ensemble scores (prefilter_scores)."""
+    hidden: int
+    blocks: int
+    keep: int
 
 
 @dataclass(frozen=True)
@@ -60,25 +92,28 @@ class Architecture:
     activation: str
     members: int = 1            # architecture.members: ensemble members, each a residual_mlp as above
     cascade: int | None = None  # architecture.cascade: members 1.. score member 0's best `cascade`
+    prefilter: Prefilter | None = None  # architecture.prefilter (ensembles only); None: absent
 
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Tensor name -> shape; an ensemble's names carry `members.{j}.` for each member j."""
+        """Tensor name -> shape; an ensemble's names carry `members.{j}.` for each member j,
+        then its pre-filter's (if any) `prefilter.`."""
         one = self.member_shapes()
         if self.members == 1:
             return one
-        return {f"{member_prefix(j)}{name}": shape for j in range(self.members) for name, shape in one.items()}
+        shapes = {f"{member_prefix(j)}{name}": shape for j in range(self.members) for name, shape in one.items()}
+        if self.prefilter is not None:
+            shapes.update({PREFILTER_PREFIX + name: shape for name, shape in self.prefilter_shapes().items()})
+        return shapes
 
     def member_shapes(self) -> dict[str, tuple[int, ...]]:
         """One residual_mlp's tensors, unprefixed."""
-        d, h = self.input, self.hidden
-        shapes: dict[str, tuple[int, ...]] = {"input.weight": (h, d), "input.bias": (h,)}
-        for i in range(self.blocks):
-            for fc in ("fc1", "fc2"):
-                shapes[f"blocks.{i}.{fc}.weight"] = (h, h)
-                shapes[f"blocks.{i}.{fc}.bias"] = (h,)
-        shapes["head.weight"] = (1, h)
-        shapes["head.bias"] = (1,)
-        return shapes
+        return _residual_shapes(self.input, self.hidden, self.blocks)
+
+    def prefilter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The pre-filter's tensors, unprefixed ({} without a pre-filter)."""
+        if self.prefilter is None:
+            return {}
+        return _residual_shapes(self.input, self.prefilter.hidden, self.prefilter.blocks)
 
 
 @dataclass
@@ -153,6 +188,33 @@ def cascade_scores(p0: np.ndarray, aten: np.ndarray, cascade: int,
     return scores
 
 
+def prefilter_set(q: np.ndarray, aten: np.ndarray, keep: int) -> np.ndarray:
+    """Bool mask of the candidates a pre-filter keeps (the set P): the `keep` lowest
+    pre-filter predictions (ties to the lower index: a stable sort), and every ATen
+    candidate; every candidate when there are at most `keep`. The rule of cascade_set."""
+    return cascade_set(q, aten, keep)
+
+
+def prefilter_scores(q: np.ndarray, aten: np.ndarray, keep: int,
+                     inner: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Ranking scores of the candidates of an ensemble with a pre-filter, float32
+    (docs/model-format.md, Members; the pre-filter contract).
+
+    q: the pre-filter's float32 prediction per candidate; aten: bool per candidate
+    (is_aten_template); inner(idx): the float32 scores of the candidates `idx` (ascending
+    indices: the set P of prefilter_set, in candidate order) as the ensemble scores that
+    candidate list alone (cascade_scores over P). Outside P a score is
+    float32(float64(q) + PREFILTER_OFFSET): after every candidate of P, in the pre-filter's
+    order. The C++ ranker (MlpInfer::score) computes the same bits."""
+    import numpy as np
+
+    q = np.asarray(q, dtype=np.float32)
+    idx = np.flatnonzero(prefilter_set(q, aten, keep))
+    scores = (q.astype(np.float64) + PREFILTER_OFFSET).astype(np.float32)
+    scores[idx] = np.asarray(inner(idx), dtype=np.float32)
+    return scores
+
+
 def _fail(where: str, what: str) -> None:
     raise ModelFormatError(f"{where}: {what}")
 
@@ -206,17 +268,41 @@ def parse_selection(selection: Any) -> float | None:
     return float(v)
 
 
+PREFILTER_KEYS = {"hidden": (1, MAX_HIDDEN), "blocks": (0, MAX_BLOCKS), "keep": (1, MAX_KEEP)}
+
+
+def _prefilter_field(arch: dict) -> Prefilter:
+    """architecture.prefilter (present), strictly: exactly the keys hidden, blocks, keep, each
+    an integer (not a bool) in its range."""
+    where = "model.json architecture.prefilter"
+    pf = arch["prefilter"]
+    if not isinstance(pf, dict) or set(pf) != set(PREFILTER_KEYS):
+        _fail(where, f"expected an object with exactly the integer keys {list(PREFILTER_KEYS)}, got {pf!r:.200}")
+    out = {}
+    for key, (lo, hi) in PREFILTER_KEYS.items():
+        v = pf[key]
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            _fail(f"{where}.{key}", f"expected an integer in [{lo}, {hi}], got {v!r:.100}")
+        out[key] = v
+    return Prefilter(**out)
+
+
 def _ensemble_fields(arch: dict) -> dict:
-    """architecture.members (absent: 1) and architecture.cascade (required with more than one
-    member, absent with one), strictly."""
+    """architecture.members (absent: 1), architecture.cascade (required with more than one
+    member, absent with one) and architecture.prefilter (optional with more than one member,
+    absent with one), strictly."""
     members = _int_field(arch, "members", 1, MAX_MEMBERS) if "members" in arch else 1
     if members == 1:
         if "cascade" in arch:
             _fail("model.json architecture.cascade", "must be absent when architecture.members is 1 (or absent)")
-        return {"members": 1, "cascade": None}
+        if "prefilter" in arch:
+            _fail("model.json architecture.prefilter",
+                  "must be absent when architecture.members is 1 (or absent): a pre-filter is an ensemble's")
+        return {"members": 1, "cascade": None, "prefilter": None}
     if "cascade" not in arch:
         _fail("model.json architecture.cascade", f"required when architecture.members is {members} (> 1)")
-    return {"members": members, "cascade": _int_field(arch, "cascade", 1, MAX_CASCADE)}
+    return {"members": members, "cascade": _int_field(arch, "cascade", 1, MAX_CASCADE),
+            "prefilter": _prefilter_field(arch) if "prefilter" in arch else None}
 
 
 def parse_model_json(text: bytes, path: str = "<memory>") \
@@ -324,6 +410,16 @@ def build_members(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], 
     return [build_module(arch, tensors, member_prefix(j)) for j in range(arch.members)]
 
 
+def build_prefilter(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], bytes]]):
+    """The pre-filter's module (tensors `prefilter.*`), or None without one."""
+    if arch.prefilter is None:
+        return None
+    import dataclasses
+    pf = dataclasses.replace(arch, hidden=arch.prefilter.hidden, blocks=arch.prefilter.blocks,
+                             members=1, cascade=None, prefilter=None)
+    return build_module(pf, tensors, PREFILTER_PREFIX)
+
+
 def build_module(arch: Architecture, tensors: dict[str, tuple[tuple[int, ...], bytes]], prefix: str = ""):
     """The residual MLP of docs/model-format.md, weights copied from the tensors of `tensors`
     named `prefix` + a residual_mlp name (an ensemble member's: member_prefix(j))."""
@@ -394,10 +490,19 @@ class LoadedModel:
     # rankers run, one batched call per layer instead of one forward per member. None
     # for a single model.
     stacked_others: Any = None
+    # An ensemble's pre-filter (architecture.prefilter), a hook._mlp.ResidualMLP scoring every
+    # config before member 0 (prefilter_scores); None without one (then nothing changes).
+    prefilter: Any = None
 
     @property
     def cascade(self) -> int | None:
         return self.info.architecture.cascade
+
+    @property
+    def keep(self) -> int | None:
+        """architecture.prefilter.keep: how many configs the pre-filter hands on (None: no pre-filter)."""
+        pf = self.info.architecture.prefilter
+        return None if pf is None else pf.keep
 
     def run_others(self, x):
         """Members 1..N-1 on feature rows x: [N - 1, rows] (stacked_others; a model built
@@ -416,4 +521,5 @@ def load_model_dir(path: str | os.PathLike) -> LoadedModel:
     if others:
         from .hook._mlp import StackedMLP
         stacked = StackedMLP(others).eval()
-    return LoadedModel(info=info, module=first, others=tuple(others), stacked_others=stacked)
+    return LoadedModel(info=info, module=first, others=tuple(others), stacked_others=stacked,
+                       prefilter=build_prefilter(info.architecture, tensors))

@@ -21,4 +21,11 @@ std::vector<std::pair<std::string, std::vector<uint64_t>>> residual_mlp_tensors(
   return all;
 }
 
+std::vector<std::pair<std::string, std::vector<uint64_t>>> prefilter_tensors(uint64_t input, uint64_t hidden,
+                                                                             uint64_t blocks) {
+  auto t = residual_mlp_tensors(input, hidden, blocks);
+  for (auto& [name, shape] : t) name = "prefilter." + name;
+  return t;
+}
+
 }  // namespace diode

@@ -317,6 +317,22 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
     margin = [l for l in r.stderr.splitlines() if "choose_aten_margin.py" in l]
     assert len(margin) == 1 and "--split-list " + str(tmp_path / "work") in margin[0], r.stderr
     assert not (tmp_path / "reg" / "nvidia-h100-80gb").exists()  # nothing published
+    # --prefilter H,B,K: one more training, the small model (the first seed; the recipe's own
+    # --hidden/--blocks replaced by the pre-filter's, which diode-train takes only once)
+    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                        "--build", str(BUILD), "--work", str(tmp_path / "work"), "--hardware", "nvidia-h100-80gb",
+                        "--seeds", "3,7", "--ensemble", "8", "--prefilter", "16,1,64",
+                        "--train-args", "--hidden 128 --lr 0.002", "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    trains = [l for l in r.stderr.splitlines() if l.startswith("+ mpirun")]
+    assert len(trains) == 3 and "--out " + str(tmp_path / "work" / "nvidia-h100-80gb" / "prefilter") in trains[2], r.stderr
+    assert trains[2].split("--seed ")[1].split()[0] == "3" and "--lr 0.002" in trains[2]
+    assert trains[2].endswith("--hidden 16 --blocks 1 > " + str(tmp_path / "work" / "nvidia-h100-80gb" / "prefilter.log"))
+    assert "--hidden 128" not in trains[2] and "--hidden 128" in trains[0]
+    for bad, why in ((["--prefilter", "16,1"], "HIDDEN,BLOCKS,KEEP"), (["--prefilter", "16,1,64"], "needs --ensemble")):
+        r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--build", str(BUILD), "--seeds", "3,7",
+                            *bad, "--dry-run"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and why in r.stderr, r.stderr
     assert shipped == sorted(p.relative_to(ROOT).as_posix()
                              for p in (ROOT / "python" / "torch_diode" / "bundles").rglob("*") if p.is_file())
     inside = ROOT / "build" / "release-keys-test"  # build/ is ignored, but still inside the checkout

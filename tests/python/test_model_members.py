@@ -67,13 +67,14 @@ def write_ensemble_dir(path, weights: list[dict], cascade=None, *, arch=None, te
                            json_patch=lambda m: m["architecture"].update(fields))
 
 
-def doc_forward(w: dict, x: torch.Tensor) -> np.ndarray:
-    """docs/model-format.md's residual_mlp (silu, write_model_dir's default) from the raw values."""
+def doc_forward(w: dict, x: torch.Tensor, blocks: int = BLOCKS) -> np.ndarray:
+    """docs/model-format.md's residual_mlp (silu, write_model_dir's default) from the raw values
+    (any hidden width; `blocks` residual blocks)."""
     t = {name: torch.tensor(vals, dtype=torch.float32).reshape(shape) for name, (shape, vals) in w.items()}
     lin = lambda name, v: torch.nn.functional.linear(v, t[f"{name}.weight"], t[f"{name}.bias"])  # noqa: E731
     act = torch.nn.functional.silu
     h = act(lin("input", x))
-    for i in range(BLOCKS):
+    for i in range(blocks):
         h = act(h + lin(f"blocks.{i}.fc2", act(lin(f"blocks.{i}.fc1", h))))
     return lin("head", h).squeeze(-1).numpy()
 

@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import threading
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
@@ -121,7 +122,7 @@ def register_model(name_or_path: str) -> dict[str, Any]:
 def _describe(model: LoadedModel) -> dict[str, Any]:
     i = model.info
     return {"path": i.path, "hardware_key": i.hardware_key, "model_id": i.model_id,
-            "architecture": vars(i.architecture), "features": len(i.feature_spec.names)}
+            "architecture": dataclasses.asdict(i.architecture), "features": len(i.feature_spec.names)}
 
 
 def _load_candidate(c: sources.Candidate, hw_key: str | None, verified: bool = False) -> LoadedModel:

@@ -16,6 +16,10 @@ An ensemble model (model.json architecture.members > 1) scores with model.cascad
 member 0 predicts every config, the other members only its `cascade` best and the ATen
 configs. Each member's predictions are cached per problem and config; the scores are
 recomputed from them on every call, since the cascade set depends on the configs offered.
+An ensemble with a pre-filter (model.json architecture.prefilter) scores with
+model.prefilter_scores: the pre-filter predicts every config, member 0 only its `keep` best
+and the ATen configs (the set P), the other members the cascade set drawn from P; the
+pre-filter's predictions are cached as one more member's.
 
 `ReferenceRanker` is the previous implementation (torch_diode.features per config, one
 Python sort): bench/hook_rank_speed.py and tests/python/test_hook_rank_fast.py check that
@@ -35,7 +39,7 @@ import numpy as np
 import torch
 
 from ..features import _DTYPE_BYTES, raw_features
-from ..model import LoadedModel, cascade_scores, is_aten_template
+from ..model import LoadedModel, cascade_scores, is_aten_template, prefilter_scores
 from ..wire import KernelConfig, Problem
 
 DEFAULT_TOP_K = 5
@@ -390,7 +394,7 @@ def raw_feature_matrix(spec, p: Problem, configs: list[KernelConfig]) -> np.ndar
 class Ranking:
     """One problem's ranking: scores per offered config, what select() keeps, the margin."""
     scores: np.ndarray          # float64 (exact float32 scores: predictions, or an ensemble's
-                                # model.cascade_scores), one per config offered
+                                # model.cascade_scores / model.prefilter_scores), one per config offered
     kept: list[int]             # indices into the configs, best first (select())
     margin: float | None        # top_margin() of the offered configs
     cache_hit: bool
@@ -405,6 +409,33 @@ def _standardisation(spec) -> tuple[list[float], list[float]]:
     """The feature spec's mean and stddev (a zero stddev divides by 1), as both rankers use them."""
     n = len(spec.names)
     return spec.mean or [0.0] * n, [s if s > 0 else 1.0 for s in (spec.stddev or [1.0] * n)]
+
+
+class _Features:
+    """Feature rows of one problem during one ranking (under Ranker._lock): the first batch
+    is computed (_ConfigTable.raw_features) and kept, and a later batch whose rows are all
+    in it (member 0's or the cascade's rows, among the rows the pre-filter or member 0 just
+    predicted) is gathered from it instead of computed again: the same bits, since each
+    row's features depend on its config and the problem only."""
+
+    __slots__ = ("table", "problem", "x", "where")
+
+    def __init__(self, table: _ConfigTable, problem: Problem):
+        self.table, self.problem = table, problem
+        self.x: np.ndarray | None = None
+        self.where: np.ndarray | None = None   # table row -> its row in x, -1: not in x
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        if self.where is not None:
+            pos = self.where[rows]
+            if (pos >= 0).all():
+                return self.x[pos]
+        x = self.table.raw_features(self.problem, rows)
+        if self.x is None:
+            self.x = x
+            self.where = np.full(self.table.n, -1, dtype=np.intp)
+            self.where[rows] = np.arange(len(rows), dtype=np.intp)
+        return x
 
 
 def _first_offered(rows: np.ndarray) -> np.ndarray:
@@ -426,8 +457,11 @@ class Ranker:
         # rank_ktcs: (uid, ALLOW_TF32, kwargs names) -> {kwargs values: table row}
         self._rows_by_values: dict[tuple, dict[tuple, int]] = {}
         # problem -> each member's prediction (float32, as the model computes it) per table row,
-        # [members, rows] (NaN: not predicted yet)
+        # [members, rows] (NaN: not predicted yet); with a pre-filter, its predictions are one
+        # more row, the last ([members + 1, rows])
         self._members = 1 + len(model.others)
+        self._pf = self._members if model.prefilter is not None else None   # its cached row
+        self._cached_rows = self._members + (model.prefilter is not None)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -505,7 +539,7 @@ class Ranker:
         NaN: not predicted yet), made the most recently used (under _lock)."""
         cached = self._cache.get(problem)
         if cached is None or cached.shape[1] < self._table.n:
-            grown = np.full((self._members, self._table.n), np.nan, dtype=np.float32)  # predictions are float32
+            grown = np.full((self._cached_rows, self._table.n), np.nan, dtype=np.float32)  # predictions are float32
             if cached is not None:
                 grown[:, :cached.shape[1]] = cached
             cached = grown
@@ -515,27 +549,65 @@ class Ranker:
             self._cache.popitem(last=False)
         return cached
 
-    def _cascade(self, problem: Problem, cached: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, bool]:
-        """An ensemble's scores per table row (NaN where not offered): model.cascade_scores of
-        the candidates `cand`, the distinct offered rows in first-offered order (the reference's
-        candidates), members 1.. forwarding the rows of the cascade set they have not predicted
-        for this problem yet. Also returns whether they forwarded any (under _lock)."""
+    def _cascade(self, problem: Problem, cached: np.ndarray, cand: np.ndarray,
+                 feats: _Features) -> tuple[np.ndarray, bool]:
+        """An ensemble's scores of the candidates `cand` (table rows), float32 per candidate:
+        model.cascade_scores of member 0's cached predictions, members 1.. forwarding the rows
+        of the cascade set they have not predicted for this problem yet. `cand` is the distinct
+        offered rows in first-offered order (the reference's candidates), or a pre-filter's set
+        P of them. Also returns whether members 1.. forwarded any (under _lock)."""
         ran = False
+        members = self._members
 
         def others_on(idx: np.ndarray) -> np.ndarray:
             nonlocal ran
             need = cand[idx]
+            if members == 1:   # a pre-filter before a single member (a model built by hand)
+                return cached[1:1, need]
             todo = need[np.isnan(cached[1, need])]   # members 1.. always predict together
             if len(todo):
                 ran = True
-                x = self._table.raw_features(problem, todo)
                 # members 1.. in one batched forward (model.run_others); a failure stores nothing
-                cached[1:, todo] = self._forward(x, self.model.run_others)
-            return cached[1:, need]
+                cached[1:members, todo] = self._forward(feats(todo), self.model.run_others)
+            return cached[1:members, need]
 
-        out = np.full(cached.shape[1], np.nan, dtype=np.float32)
-        out[cand] = cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on)
-        return out, ran
+        return cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on), ran
+
+    def _prefiltered(self, problem: Problem, cached: np.ndarray, cand: np.ndarray, feats: _Features,
+                     t1: float) -> tuple[np.ndarray, bool, float, float]:
+        """An ensemble with a pre-filter: scores per table row (NaN where not offered),
+        model.prefilter_scores of the candidates `cand` (the distinct offered rows in
+        first-offered order). The pre-filter forwards the candidates it has not predicted
+        for this problem yet, member 0 the rows of P it has not, members 1.. the cascade set
+        drawn from P (_cascade). Returns (scores, cache hit: nothing forwarded, end of the
+        features, end of the forwards); the pre-filter's features are the features' time,
+        everything after (member 0's and the others' gathered features too) forward time."""
+        q = cached[self._pf]   # views, filled in place
+        p0 = cached[0]
+        t2 = t3 = t1
+        todo = cand[np.isnan(q[cand])]
+        ran = bool(len(todo))
+        if ran:
+            x = feats(todo)
+            t2 = time.perf_counter()
+            q[todo] = self._forward(x, self.model.prefilter)
+
+        def inner(idx: np.ndarray) -> np.ndarray:
+            nonlocal ran
+            sub = cand[idx]   # P, in candidate order
+            need = sub[np.isnan(p0[sub])]
+            if len(need):
+                ran = True
+                p0[need] = self._forward(feats(need))
+            s, ran_others = self._cascade(problem, cached, sub, feats)
+            ran = ran or ran_others
+            return s
+
+        scored = np.full(cached.shape[1], np.nan, dtype=np.float32)
+        scored[cand] = prefilter_scores(q[cand], self._table.aten[cand], self.model.keep, inner)
+        if ran:
+            t3 = time.perf_counter()
+        return scored, not ran, t2, t3
 
     def _rank(self, problem: Problem, rows_of, opts: Options, t0: float, n_extra: int = 0) -> Ranking:
         with self._lock:
@@ -547,22 +619,29 @@ class Ranker:
             offered = np.zeros(len(p0), dtype=bool)
             offered[rows] = True
             distinct = int(offered.sum())
-            missing = rows[np.isnan(p0[rows])]
-            t2 = t3 = t1
-            if len(missing):
-                # a config offered twice is forwarded once, in first-offered order (the batch
-                # the reference forwards)
-                todo = _first_offered(missing) if distinct < len(rows) else missing
-                x = self._table.raw_features(problem, todo)
-                t2 = time.perf_counter()
-                p0[todo] = self._forward(x)
-                t3 = time.perf_counter()
-            hit = not len(missing)
-            scored = p0
-            if self.model.others:  # an ensemble (the ATen extra rows are candidates, as in predict mode)
-                scored, ran = self._cascade(problem, cached, rows if distinct == len(rows) else _first_offered(rows))
-                if ran:  # the members' features and forwards count as forward time
-                    hit, t3 = False, time.perf_counter()
+            feats = _Features(self._table, problem)
+            if self._pf is not None:   # the ATen extra rows are candidates, as in predict mode
+                scored, hit, t2, t3 = self._prefiltered(
+                    problem, cached, rows if distinct == len(rows) else _first_offered(rows), feats, t1)
+            else:
+                missing = rows[np.isnan(p0[rows])]
+                t2 = t3 = t1
+                if len(missing):
+                    # a config offered twice is forwarded once, in first-offered order (the batch
+                    # the reference forwards)
+                    todo = _first_offered(missing) if distinct < len(rows) else missing
+                    x = feats(todo)
+                    t2 = time.perf_counter()
+                    p0[todo] = self._forward(x)
+                    t3 = time.perf_counter()
+                hit = not len(missing)
+                scored = p0
+                if self.model.others:  # an ensemble (the ATen extra rows are candidates, as in predict mode)
+                    cand = rows if distinct == len(rows) else _first_offered(rows)
+                    scored = np.full(len(p0), np.nan, dtype=np.float32)
+                    scored[cand], ran = self._cascade(problem, cached, cand, feats)
+                    if ran:  # the members' features and forwards count as forward time
+                        hit, t3 = False, time.perf_counter()
             all_scores = scored[rows].astype(np.float64)
             extra = all_scores[len(rows) - n_extra:] if n_extra else None
             if n_extra:  # the extra rows leave the selection and the margin
@@ -600,7 +679,10 @@ class ReferenceRanker:
         mean, sd = _standardisation(self.spec)
         self._mean = torch.tensor(mean, dtype=torch.float64)
         self._sd = torch.tensor(sd, dtype=torch.float64)
-        # problem -> per member (model.module, then model.others): config -> prediction
+        # problem -> per member (model.module, then model.others), then the pre-filter's if
+        # the model has one (model.prefilter): config -> prediction
+        self._members = 1 + len(model.others)
+        self._pf = self._members if model.prefilter is not None else None
         self._cache: OrderedDict[Problem, list[dict[KernelConfig, float]]] = OrderedDict()
         self.last_breakdown: dict = {}
 
@@ -611,8 +693,14 @@ class ReferenceRanker:
         return ((raw.to(torch.float64) - self._mean) / self._sd).to(torch.float32)
 
     def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
-        preds = self._cache.setdefault(problem, [{} for _ in range(1 + len(self.model.others))])
+        preds = self._cache.setdefault(problem, [{} for _ in range(self._members + (self._pf is not None))])
         timing = {"features": 0.0, "forward": 0.0}
+        if self._pf is not None:
+            by_config, ran = self._prefiltered(problem, configs, timing)
+            if not ran:
+                return [by_config[c] for c in configs], True, 0.0
+            self.last_breakdown = timing
+            return [by_config[c] for c in configs], False, timing["features"] + timing["forward"]
         ran = self._predict(problem, configs, 0, timing)
         if self.model.others:
             by_config, ran_others = self._cascade(problem, configs, timing)
@@ -627,7 +715,8 @@ class ReferenceRanker:
     def _predict(self, problem: Problem, configs: list[KernelConfig], member: int, timing: dict) -> bool:
         """Predictions of the configs not predicted for `problem` yet, one batch in
         first-offered order, into the cache; whether it ran. member 0: model.module; member 1:
-        an ensemble's members 1..N-1 together (model.run_others, as Ranker runs them)."""
+        an ensemble's members 1..N-1 together (model.run_others, as Ranker runs them);
+        member N (self._pf): the pre-filter (model.prefilter)."""
         known = self._cache[problem][member]
         todo = list(dict.fromkeys(c for c in configs if c not in known))
         if not todo:
@@ -635,13 +724,14 @@ class ReferenceRanker:
         t0 = time.perf_counter()
         x = self.features(problem, todo)
         t1 = time.perf_counter()
-        module = self.model.module if member == 0 else self.model.run_others
+        module = (self.model.module if member == 0 else
+                  self.model.prefilter if member == self._pf else self.model.run_others)
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes(), torch.no_grad():
             out = module(x)
         if not bool(torch.isfinite(out).all()):
             raise FloatingPointError("model produced a non-finite prediction")
-        if member == 0:
+        if member == 0 or member == self._pf:
             known.update(zip(todo, out.tolist()))
         else:  # members 1.. predict together: each one's cache gets its row
             for j, row in enumerate(out.tolist(), start=1):
@@ -661,11 +751,34 @@ class ReferenceRanker:
 
         def others_on(idx: np.ndarray) -> list[np.ndarray]:
             nonlocal ran
+            if self._members == 1:   # a pre-filter before a single member (a model built by hand)
+                return []
             sel = [cand[i] for i in idx.tolist()]
             ran = self._predict(problem, sel, 1, timing) or ran
-            return [np.asarray([preds[j][c] for c in sel], dtype=np.float32) for j in range(1, len(preds))]
+            return [np.asarray([preds[j][c] for c in sel], dtype=np.float32) for j in range(1, self._members)]
 
         scores = cascade_scores(p0, aten, self.model.cascade, others_on)
+        return dict(zip(cand, scores.tolist())), ran
+
+    def _prefiltered(self, problem: Problem, configs: list[KernelConfig], timing: dict) -> tuple[dict, bool]:
+        """An ensemble with a pre-filter: its score per distinct config (model.prefilter_scores
+        over the distinct configs in first-offered order; the set P scored by _cascade, member 0
+        predicting P's configs first) and whether anything ran."""
+        cand = list(dict.fromkeys(configs))
+        ran = self._predict(problem, cand, self._pf, timing)
+        pf = self._cache[problem][self._pf]
+        q = np.asarray([pf[c] for c in cand], dtype=np.float32)
+        aten = np.asarray([is_aten_template(c.template) for c in cand], dtype=bool)
+
+        def inner(idx: np.ndarray) -> np.ndarray:
+            nonlocal ran
+            sub = [cand[i] for i in idx.tolist()]
+            ran = self._predict(problem, sub, 0, timing) or ran
+            by_config, ran_others = self._cascade(problem, sub, timing)
+            ran = ran or ran_others
+            return np.asarray([by_config[c] for c in sub], dtype=np.float32)
+
+        scores = prefilter_scores(q, aten, self.model.keep, inner)
         return dict(zip(cand, scores.tolist())), ran
 
     def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> tuple[list[float], list[int], float | None]:

@@ -111,6 +111,18 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   } else if (a.contains("cascade")) {
     throw VerifyError(aw + ".cascade: only an ensemble (members > 1) has a cascade");
   }
+  // An ensemble's pre-filter (docs/model-format.md, Pre-filter): exactly hidden, blocks, keep.
+  uint64_t pf_hidden = 0, pf_blocks = 0;
+  if (a.contains("prefilter")) {
+    const std::string pw = aw + ".prefilter";
+    if (members < 2) throw VerifyError(pw + ": only an ensemble (members > 1) has a pre-filter");
+    const json& p = a["prefilter"];
+    if (!p.is_object() || p.size() != 3) throw VerifyError(pw + ": expected an object of hidden, blocks and keep");
+    pf_hidden = get_uint(p, "hidden", pw, 4096);
+    pf_blocks = get_uint(p, "blocks", pw, 64);
+    if (pf_hidden < 1) throw VerifyError(pw + ".hidden: must be at least 1");
+    if (get_uint(p, "keep", pw, kMaxPrefilterKeep) < 1) throw VerifyError(pw + ".keep: must be at least 1");
+  }
   const json& ds = field(m, "dataset", w);
   const std::string digest = get_string(ds, "sha256", w + ".dataset", 64);
   if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)
@@ -118,7 +130,9 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   get_uint(ds, "records", w + ".dataset");
   if (!field(m, "metrics", w).is_object()) throw VerifyError(w + ".metrics: not an object");
   if (!field(m, "training", w).is_object()) throw VerifyError(w + ".training: not an object");
-  const auto expect = residual_mlp_tensors(d, h, blocks, members);
+  auto expect = residual_mlp_tensors(d, h, blocks, members);
+  if (pf_hidden > 0)
+    for (auto& t : prefilter_tensors(d, pf_hidden, pf_blocks)) expect.push_back(std::move(t));
   if (shapes.size() != expect.size())
     throw VerifyError("weights.msgpack: " + std::to_string(shapes.size()) + " tensors, the architecture has " +
                       std::to_string(expect.size()));

@@ -2,6 +2,7 @@
 // committed test root key, and its model is the deterministic example model.
 #include "diode/bundle/client.h"
 #include "diode/bundle/model_dir.h"
+#include "diode/model_shapes.h"
 #include "fixture.h"
 
 using namespace diode::bundle;
@@ -60,4 +61,45 @@ TEST(ExampleBundle, ChecksEnsembleArchitectureAndTensors) {
   m["architecture"]["members"] = 2;
   m["architecture"]["cascade"] = 0;
   EXPECT_THROW(check_model(m, two), VerifyError);
+}
+
+// An ensemble's pre-filter (docs/model-format.md, Pre-filter): exactly hidden, blocks and
+// keep, only on an ensemble, and exactly its "prefilter."-prefixed tensors after the members'.
+TEST(ExampleBundle, ChecksPrefilterArchitectureAndTensors) {
+  TempDir tmp;
+  write_example_model((tmp / "m").string(), kHw, 8, 1);
+  ModelDir md = read_model_dir((tmp / "m").string());
+  const auto one = check_weights(md.weight_bytes);
+  const uint64_t d = md.model["architecture"]["input"].get<uint64_t>();
+  std::map<std::string, std::vector<uint64_t>> two, with_pf;
+  for (int j = 0; j < 2; ++j)
+    for (const auto& [name, shape] : one) two["members." + std::to_string(j) + "." + name] = shape;
+  with_pf = two;
+  for (const auto& [name, shape] : diode::prefilter_tensors(d, 4, 0)) with_pf[name] = shape;
+  EXPECT_EQ(with_pf.count("prefilter.input.weight"), 1u);
+  json m = md.model;
+  m["architecture"]["members"] = 2;
+  m["architecture"]["cascade"] = 32;
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);  // pre-filter tensors, none in model.json
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}, {"keep", 64}};
+  EXPECT_NO_THROW(check_model(m, with_pf));
+  EXPECT_THROW(check_model(m, two), VerifyError);  // its tensors missing
+  m["architecture"]["prefilter"]["hidden"] = 5;    // shapes of another width
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}, {"keep", 0}};
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}, {"keep", 4097}};
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}};
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}, {"keep", 64}, {"x", 1}};
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = json::array();
+  EXPECT_THROW(check_model(m, with_pf), VerifyError);
+  m["architecture"]["prefilter"] = {{"hidden", 4}, {"blocks", 0}, {"keep", 64}};
+  m["architecture"]["members"] = 1;  // a single model with a pre-filter
+  m["architecture"].erase("cascade");
+  std::map<std::string, std::vector<uint64_t>> one_pf(one.begin(), one.end());
+  for (const auto& [name, shape] : diode::prefilter_tensors(d, 4, 0)) one_pf[name] = shape;
+  EXPECT_THROW(check_model(m, one_pf), VerifyError);
 }

@@ -12,6 +12,8 @@ namespace diode {
 
 inline constexpr int kMaxEnsembleMembers = 16;
 inline constexpr int kMaxCascade = 4096;
+// The largest pre-filter `keep` model.json accepts (as kMaxCascade bounds `cascade`).
+inline constexpr int kMaxPrefilterKeep = 4096;
 
 // Names and shapes in canonical order for `input` features, `hidden` units and
 // `blocks` residual blocks. members 1: a single model (input.weight, ...,
@@ -19,5 +21,10 @@ inline constexpr int kMaxCascade = 4096;
 // "members.{j}.", member after member.
 std::vector<std::pair<std::string, std::vector<uint64_t>>> residual_mlp_tensors(uint64_t input, uint64_t hidden,
                                                                                 uint64_t blocks, uint64_t members = 1);
+
+// An ensemble's pre-filter (docs/model-format.md, Pre-filter): a single model of `hidden`
+// units and `blocks` blocks, its names prefixed "prefilter.", to follow every member's.
+std::vector<std::pair<std::string, std::vector<uint64_t>>> prefilter_tensors(uint64_t input, uint64_t hidden,
+                                                                             uint64_t blocks);
 
 }  // namespace diode
