@@ -2,7 +2,7 @@
 
     build/cli/diode validate --dataset datasets/nvidia-h200-144gb --list-split validation --json > val.json
     .venv/bin/python bench/prefilter_recall.py --split-list val.json --data datasets/nvidia-h200-144gb \\
-        --model python/torch_diode/bundles/nvidia-h200-144gb/5 --prefilter /tmp/tiny [--keep 64,128,256] [--json out.json]
+        --model python/torch_diode/bundles/nvidia-h200-144gb/7 --prefilter /tmp/tiny [--keep 64,128,256] [--json out.json]
 
 Why: a cache miss ranks ~1,400 EXHAUSTIVE configs, and on a slower CPU (bench/RESULTS.md,
 the Intel Xeon VM) member 0's forward over all of them is most of the 2 ms budget: its
