@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from predict_aten_margin import problems_of, read_split_list  # noqa: E402  (validate's grouping)
-from stats import geomean, p90  # noqa: E402  (one definition for every bench script)
+from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script)
 
 
 def picks(scores, idx: list[int]) -> list[int]:
@@ -125,6 +125,32 @@ def forward_ms(model, prefilter, rows: int, keeps: list[int], repeat: int) -> di
     return out
 
 
+def miss_ms(models: dict, problems: int, repeat: int) -> dict:
+    """The hook's whole cache-miss path (Ranker.rank_ktcs on Inductor's 1,400 EXHAUSTIVE
+    KernelTemplateChoices, bench/hook_rank_speed.py's list and problems) for each model,
+    interleaved problem by problem in one process, so that a noisy machine slows every model
+    alike: {label: (median, p90) thread-CPU ms}, one thread."""
+    import time
+    import torch
+    import hook_rank_speed as hrs
+    from torch_diode.hook.ranking import Options, Ranker
+    torch.set_num_threads(1)
+    ktcs = hrs.candidate_list()
+    probs = hrs.problems(problems + 1, seed=7)
+    rankers = {label: Ranker(m) for label, m in models.items()}
+    times: dict = {label: [] for label in models}
+    for r in rankers.values():
+        r.rank_ktcs(probs[0], ktcs, Options())   # the first forward of each module: not a miss
+    for _ in range(repeat):
+        for p in probs[1:]:
+            for label, r in rankers.items():
+                r.clear_cache()
+                t0 = time.thread_time()
+                r.rank_ktcs(p, ktcs, Options())
+                times[label].append(time.thread_time() - t0)
+    return {label: (median(ts) * 1e3, p90(ts) * 1e3) for label, ts in times.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="the shipped model or ensemble directory")
@@ -137,6 +163,10 @@ def main(argv=None) -> int:
     ap.add_argument("--time-rows", type=int, default=1400,
                     help="also time the forwards of a cache miss on this many configs (0: skip)")
     ap.add_argument("--repeat", type=int, default=200, help="timed forwards per variant (median)")
+    ap.add_argument("--joined", default="",
+                    help="the model and pre-filter joined (`diode ensemble ... --prefilter DIR --keep K`): "
+                         "also time the hook's whole cache-miss path of --model and of it, interleaved")
+    ap.add_argument("--miss-problems", type=int, default=20, help="problems per round of the --joined timing")
     a = ap.parse_args(argv)
     try:
         keeps = sorted({int(k) for k in a.keep.split(",")})
@@ -164,10 +194,20 @@ def main(argv=None) -> int:
         print(f"forwards of a cache miss on {a.time_rows} configs, one thread, median thread-CPU ms "
               f"over {a.repeat}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()))
         print("ratio to now: " + ", ".join(f"{k} {v / times['now']:.2f}x" for k, v in times.items() if k != "now"))
+    misses = {}
+    if a.joined:
+        joined = load_model_dir(a.joined)
+        if joined.prefilter is None:
+            raise SystemExit(f"--joined {a.joined}: the model has no pre-filter")
+        misses = miss_ms({"without": model, "with pre-filter": joined}, max(1, a.miss_problems), 5)
+        print(f"the hook's cache miss on 1,400 configs (Ranker.rank_ktcs), interleaved, {5 * a.miss_problems} "
+              "problems each, thread-CPU ms median / p90: "
+              + ", ".join(f"{k} {m:.3f} / {p:.3f}" for k, (m, p) in misses.items())
+              + f"; ratio {misses['with pre-filter'][0] / misses['without'][0]:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"problems": len(problems), "prefilter": vars(arch), "rows": out,
-                       "forward_ms": times}, f, indent=1)
+                       "forward_ms": times, "miss_ms": misses}, f, indent=1)
     return 0
 
 

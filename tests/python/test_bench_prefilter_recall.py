@@ -52,3 +52,15 @@ def test_keep_everything_is_the_full_ranking_and_a_small_keep_can_only_lose(tmp_
                           "--prefilter", "y", "--data", "z", "--split-list", str(split), "--keep", "0"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "--keep" in bad.stderr
+
+
+def test_miss_timing_runs_every_model_on_the_same_problems():
+    """--joined's timing: the hook's cache-miss path of each model, interleaved (the golden
+    ensemble without and with its pre-filter: any two models of one feature spec)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import prefilter_recall
+    from torch_diode.model import load_model_dir
+    plain, joined = load_model_dir(ROOT / "tests/golden/ensemble"), load_model_dir(ROOT / "tests/golden/prefilter")
+    out = prefilter_recall.miss_ms({"without": plain, "with pre-filter": joined}, problems=2, repeat=1)
+    assert set(out) == {"without", "with pre-filter"}
+    assert all(0 < median <= p90 for median, p90 in out.values())
