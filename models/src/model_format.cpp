@@ -26,6 +26,16 @@ int int_field(const nlohmann::json& o, const std::string& where, const char* nam
     bad(where + "." + name, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return o[name].get<int>();
 }
+// A single model's weights are its architecture's tensors, in the format's order; `who` names
+// the model in the message (an ensemble member, the pre-filter). make_ensemble and
+// with_prefilter join such models and rename their tensors, so they check this first.
+void check_single_model_weights(const ModelDir& m, const std::string& who) {
+  const auto single = m.arch.tensor_shapes();
+  if (m.weights.size() != single.size()) throw std::invalid_argument(who + ": weights do not match the architecture");
+  for (size_t t = 0; t < single.size(); ++t)
+    if (m.weights[t].name != single[t].first || m.weights[t].shape != single[t].second)
+      throw std::invalid_argument(who + ": weight " + m.weights[t].name + " out of the architecture's order");
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<uint64_t>>> Architecture::tensor_shapes() const {
@@ -216,12 +226,7 @@ ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
     if (m.spec.to_json() != first.spec.to_json()) throw std::invalid_argument(who + ": another feature spec");
     if (m.dataset != first.dataset) throw std::invalid_argument(who + ": trained on another dataset");
     e.training["ensemble"].push_back(m.training);
-    const auto single = m.arch.tensor_shapes();
-    if (m.weights.size() != single.size())
-      throw std::invalid_argument(who + ": weights do not match the architecture");
-    for (size_t t = 0; t < single.size(); ++t)
-      if (m.weights[t].name != single[t].first || m.weights[t].shape != single[t].second)
-        throw std::invalid_argument(who + ": weight " + m.weights[t].name + " out of the architecture's order");
+    check_single_model_weights(m, who);
     e.weights.insert(e.weights.end(), m.weights.begin(), m.weights.end());
   }
   e.arch.members = int(members.size());
@@ -255,12 +260,7 @@ ModelDir with_prefilter(const ModelDir& ensemble, const ModelDir& small, int kee
                                 ensemble.arch.activation + ")");
   if (small.spec.to_json() != ensemble.spec.to_json()) throw std::invalid_argument(who + ": another feature spec");
   if (small.dataset != ensemble.dataset) throw std::invalid_argument(who + ": trained on another dataset");
-  const auto single = small.arch.tensor_shapes();
-  if (small.weights.size() != single.size())
-    throw std::invalid_argument(who + ": weights do not match its architecture");
-  for (size_t t = 0; t < single.size(); ++t)
-    if (small.weights[t].name != single[t].first || small.weights[t].shape != single[t].second)
-      throw std::invalid_argument(who + ": weight " + small.weights[t].name + " out of its architecture's order");
+  check_single_model_weights(small, who);
   ModelDir e = ensemble;
   e.arch.prefilter = {small.arch.hidden, small.arch.blocks, keep};
   for (NamedTensor t : small.weights) {
