@@ -306,7 +306,9 @@ def _ensemble_fields(arch: dict) -> dict:
 
 
 def parse_model_json(text: bytes, path: str = "<memory>") \
-        -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, dict]:
+        -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, float | None, dict]:
+    """Checks model.json; returns its architecture, feature spec, dataset domain, ATen margin
+    (selection.aten_margin, None where absent) and the parsed object."""
     try:
         j = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
@@ -348,8 +350,8 @@ def parse_model_json(text: bytes, path: str = "<memory>") \
     if not isinstance(hw, str) or not hw:
         _fail("model.json hardware_key", "missing or not a string")
     domain = parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
-    parse_selection(j.get("selection"))      # the same: read_model_dir takes its value
-    return a, spec, domain, j
+    aten_margin = parse_selection(j.get("selection"))  # the same
+    return a, spec, domain, aten_margin, j
 
 
 def parse_weights(data: bytes, arch: Architecture) -> dict[str, tuple[tuple[int, ...], bytes]]:
@@ -463,7 +465,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
         text = f.read()
     with open(wm, "rb") as f:
         data = f.read()
-    arch, spec, domain, j = parse_model_json(text, mj)
+    arch, spec, domain, aten_margin, j = parse_model_json(text, mj)
     tensors = parse_weights(data, arch)
     h = hashlib.sha256()
     h.update(len(text).to_bytes(8, "little") + text)
@@ -471,7 +473,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=domain, aten_margin=parse_selection(j.get("selection")))
+                     domain=domain, aten_margin=aten_margin)
     return info, tensors
 
 
