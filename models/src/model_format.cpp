@@ -64,9 +64,9 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
     bad("model.json architecture.kind", "unsupported architecture (this build reads residual_mlp)");
   const std::string where = "model.json architecture";
   Architecture a;
-  a.input = int_field(j, where, "input", 1, 4096);
-  a.hidden = int_field(j, where, "hidden", 1, 8192);
-  a.blocks = int_field(j, where, "blocks", 0, 64);
+  a.input = int_field(j, where, "input", 1, kMaxInput);
+  a.hidden = int_field(j, where, "hidden", 1, kMaxHidden);
+  a.blocks = int_field(j, where, "blocks", 0, kMaxBlocks);
   a.activation = j.value("activation", "");
   if (a.activation != "relu" && a.activation != "silu")
     bad("model.json architecture.activation", "expected relu or silu");
@@ -84,8 +84,8 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
     // Exactly these three keys: a misspelt or unknown one would otherwise be ignored silently.
     if (!p.is_object() || p.size() != 3 || !p.contains("hidden") || !p.contains("blocks") || !p.contains("keep"))
       bad(pw, "expected an object with exactly the integer keys hidden, blocks and keep");
-    a.prefilter.hidden = int_field(p, pw, "hidden", 1, 8192);
-    a.prefilter.blocks = int_field(p, pw, "blocks", 0, 64);
+    a.prefilter.hidden = int_field(p, pw, "hidden", 1, kMaxHidden);
+    a.prefilter.blocks = int_field(p, pw, "blocks", 0, kMaxBlocks);
     a.prefilter.keep = int_field(p, pw, "keep", 1, kMaxPrefilterKeep);
   }
   return a;

@@ -93,8 +93,8 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   const json& a = field(m, "architecture", w);
   const std::string aw = w + ".architecture";
   if (get_string(a, "kind", aw, 32) != "residual_mlp") throw VerifyError(aw + ".kind: only residual_mlp is supported");
-  const uint64_t d = get_uint(a, "input", aw, 4096), h = get_uint(a, "hidden", aw, 4096),
-                 blocks = get_uint(a, "blocks", aw, 64);
+  const uint64_t d = get_uint(a, "input", aw, kMaxInput), h = get_uint(a, "hidden", aw, kMaxHidden),
+                 blocks = get_uint(a, "blocks", aw, kMaxBlocks);
   const std::string act = get_string(a, "activation", aw, 16);
   if (act != "relu" && act != "silu") throw VerifyError(aw + ".activation: must be relu or silu");
   if (d != spec.size())
@@ -118,8 +118,8 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
     if (members < 2) throw VerifyError(pw + ": only an ensemble (members > 1) has a pre-filter");
     const json& p = a["prefilter"];
     if (!p.is_object() || p.size() != 3) throw VerifyError(pw + ": expected an object of hidden, blocks and keep");
-    pf_hidden = get_uint(p, "hidden", pw, 4096);
-    pf_blocks = get_uint(p, "blocks", pw, 64);
+    pf_hidden = get_uint(p, "hidden", pw, kMaxHidden);
+    pf_blocks = get_uint(p, "blocks", pw, kMaxBlocks);
     if (pf_hidden < 1) throw VerifyError(pw + ".hidden: must be at least 1");
     if (get_uint(p, "keep", pw, kMaxPrefilterKeep) < 1) throw VerifyError(pw + ".keep: must be at least 1");
   }

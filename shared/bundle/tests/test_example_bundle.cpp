@@ -103,3 +103,39 @@ TEST(ExampleBundle, ChecksPrefilterArchitectureAndTensors) {
   for (const auto& [name, shape] : diode::prefilter_tensors(d, 4, 0)) one_pf[name] = shape;
   EXPECT_THROW(check_model(m, one_pf), VerifyError);
 }
+
+// The architecture's bounds are diode/model_shapes.h's, the same as the model parser's
+// (models/src/model_format.cpp): a model or pre-filter of hidden 8,192 verifies, 8,193 does not.
+TEST(ExampleBundle, ArchitectureBoundsAreTheModelParsers) {
+  TempDir tmp;
+  write_example_model((tmp / "m").string(), kHw, 8, 1);
+  ModelDir md = read_model_dir((tmp / "m").string());
+  const uint64_t d = md.model["architecture"]["input"].get<uint64_t>();
+  auto tensors = [](const std::vector<std::pair<std::string, std::vector<uint64_t>>>& v) {
+    return std::map<std::string, std::vector<uint64_t>>(v.begin(), v.end());
+  };
+  json m = md.model;
+  for (const int h : {4096, diode::kMaxHidden}) {
+    m["architecture"]["hidden"] = h;
+    m["architecture"]["blocks"] = 0;
+    EXPECT_NO_THROW(check_model(m, tensors(diode::residual_mlp_tensors(d, h, 0)))) << h;
+  }
+  m["architecture"]["hidden"] = diode::kMaxHidden + 1;
+  EXPECT_THROW(check_model(m, tensors(diode::residual_mlp_tensors(d, diode::kMaxHidden + 1, 0))), VerifyError);
+  m["architecture"]["hidden"] = 8;
+  m["architecture"]["blocks"] = diode::kMaxBlocks + 1;
+  EXPECT_THROW(check_model(m, tensors(diode::residual_mlp_tensors(d, 8, diode::kMaxBlocks + 1))), VerifyError);
+  // the pre-filter's hidden likewise
+  m["architecture"]["blocks"] = 1;
+  m["architecture"]["members"] = 2;
+  m["architecture"]["cascade"] = 32;
+  for (const int h : {diode::kMaxHidden, diode::kMaxHidden + 1}) {
+    auto t = tensors(diode::residual_mlp_tensors(d, 8, 1, 2));
+    for (const auto& [name, shape] : diode::prefilter_tensors(d, h, 0)) t[name] = shape;
+    m["architecture"]["prefilter"] = {{"hidden", h}, {"blocks", 0}, {"keep", 64}};
+    if (h <= diode::kMaxHidden)
+      EXPECT_NO_THROW(check_model(m, t));
+    else
+      EXPECT_THROW(check_model(m, t), VerifyError);
+  }
+}

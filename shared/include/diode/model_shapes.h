@@ -10,6 +10,12 @@
 
 namespace diode {
 
+// Bounds of a model.json architecture, one definition for the model parser (models/) and the
+// bundle verifier (shared/bundle/): a model the hook runs inside every compile stays small.
+// (python/torch_diode/model.py: MAX_HIDDEN, MAX_BLOCKS and the input bound, the same numbers.)
+inline constexpr int kMaxInput = 4096;
+inline constexpr int kMaxHidden = 8192;
+inline constexpr int kMaxBlocks = 64;
 inline constexpr int kMaxEnsembleMembers = 16;
 inline constexpr int kMaxCascade = 4096;
 // The largest pre-filter `keep` model.json accepts (as kMaxCascade bounds `cascade`).
