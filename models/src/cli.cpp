@@ -150,9 +150,10 @@ void register_ensemble_command(CLI::App& app) {
       "Join models trained with different seeds on one dataset into one model directory that ranks by their mean "
       "predicted time, through a cascade (docs/model-format.md, Members)");
   e->add_option("--member", o->members, "a model directory (repeat, 2 to 16; the first is member 0, which scores "
-                                        "every config)")
+                                        "every config); or one ensemble directory with --prefilter, to join a "
+                                        "pre-filter to an ensemble as it is (its members and cascade unchanged)")
       ->required();
-  e->add_option("--cascade", o->cascade,
+  CLI::Option* cascade_opt = e->add_option("--cascade", o->cascade,
                 "member 0's best configs the other members score too (besides every ATen config); default 32")
       ->check(CLI::Range(1, 4096));
   e->add_option("--prefilter", o->prefilter,
@@ -165,13 +166,26 @@ void register_ensemble_command(CLI::App& app) {
   e->add_option("--dataset", o->dataset,
                 "optional: score the ensemble on this dataset's test split as diode validate does (every record) "
                 "and store the metrics in model.json");
-  e->callback([o] {
+  e->callback([o, cascade_opt] {
     if (o->prefilter.empty() != (o->keep == 0))
       throw std::runtime_error("--prefilter and --keep go together: give both (a pre-filter and how many configs "
                                "it keeps) or neither");
     std::vector<models::ModelDir> ms;
     for (const auto& dir : o->members) ms.push_back(models::load_model_dir(dir));
-    models::ModelDir en = models::make_ensemble(ms, o->cascade);
+    models::ModelDir en;
+    if (ms.size() == 1 && ms.front().arch.members > 1) {
+      // An ensemble already joined (a shipped model, say): a pre-filter is all that can be added
+      // to it, and it keeps the members and cascade it was validated with.
+      if (o->prefilter.empty())
+        throw std::runtime_error(o->members.front() + " is already an ensemble: give --prefilter and --keep to "
+                                 "join a pre-filter to it, or its members to join them again");
+      if (cascade_opt->count() > 0)
+        throw std::runtime_error("--cascade: " + o->members.front() + " is already an ensemble with cascade " +
+                                 std::to_string(ms.front().arch.cascade) + "; it is kept as it is");
+      en = ms.front();
+    } else {
+      en = models::make_ensemble(ms, o->cascade);
+    }
     if (!o->prefilter.empty()) en = models::with_prefilter(en, models::load_model_dir(o->prefilter), o->keep);
     if (!o->dataset.empty()) {
       const Dataset d = load_dataset(o->dataset);
@@ -182,7 +196,7 @@ void register_ensemble_command(CLI::App& app) {
                        .metrics.to_json();
     }
     models::save_model_dir(o->out, en);
-    std::cout << "ensemble of " << ms.size() << " members (cascade " << o->cascade;
+    std::cout << "ensemble of " << en.arch.members << " members (cascade " << en.arch.cascade;
     if (en.arch.has_prefilter())
       std::cout << ", pre-filter " << o->prefilter << ": hidden " << en.arch.prefilter.hidden << ", blocks "
                 << en.arch.prefilter.blocks << ", keep " << en.arch.prefilter.keep;

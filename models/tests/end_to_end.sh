@@ -47,6 +47,25 @@ test "$(grep -o '^validation ([0-9]* problems' "$work/train3.log")" = \
 
 # Errors are clear and non-zero.
 expect_fail() { if "$@" >"$work/err.log" 2>&1; then echo "expected failure: $*"; exit 1; fi; cat "$work/err.log"; }
+
+# An ensemble, and a pre-filter joined to it later (as to a shipped ensemble) or at once: the same model.
+"${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/pf" \
+  --epochs 2 --hidden 8 --blocks 0 --seed 5 --quiet
+"$diode" ensemble --member "$work/model" --member "$work/model2" --cascade 8 --out "$work/ens"
+"$diode" ensemble --member "$work/ens" --prefilter "$work/pf" --keep 16 --out "$work/ens_pf" | tee "$work/ens.log"
+grep -q "ensemble of 2 members (cascade 8, pre-filter" "$work/ens.log"
+"$diode" ensemble --member "$work/model" --member "$work/model2" --cascade 8 --prefilter "$work/pf" --keep 16 \
+  --out "$work/ens_pf2"
+cmp "$work/ens_pf/weights.msgpack" "$work/ens_pf2/weights.msgpack"
+grep -q '"prefilter"' "$work/ens_pf/model.json"
+expect_fail "$diode" ensemble --member "$work/ens" --out "$work/x"
+grep -q "already an ensemble: give --prefilter" "$work/err.log"
+expect_fail "$diode" ensemble --member "$work/ens" --cascade 4 --prefilter "$work/pf" --keep 16 --out "$work/x"
+grep -q "kept as it is" "$work/err.log"
+expect_fail "$diode" ensemble --member "$work/ens_pf" --prefilter "$work/pf" --keep 16 --out "$work/x"
+grep -q "already has a pre-filter" "$work/err.log"
+expect_fail "$diode" ensemble --member "$work/model" --prefilter "$work/pf" --keep 16 --out "$work/x"
+grep -q "2 to" "$work/err.log"
 expect_fail "$train" --hardware nvidia-a100-sxm4-80gb --data "$work/data" --out "$work/x"
 grep -q "dataset is for hardware 'nvidia-h100-80gb'" "$work/err.log"
 mkdir -p "$work/empty"
