@@ -62,6 +62,14 @@
 #                       --blocks) and join it as the ensemble's pre-filter, which scores every
 #                       config and hands its K best and ATen to the members (`diode ensemble
 #                       --prefilter DIR --keep K`, docs/model-format.md, Pre-filter), e.g. 16,1,64
+#   --add-prefilter H,B,K
+#                       train no members: join a pre-filter (diode-train --hidden H --blocks B with
+#                       --seed and --train-args, which must be the shipped model's recipe, e.g. its
+#                       --extra-data: the pre-filter must be trained on the same data) to each
+#                       hardware's shipped ensemble as it is (`diode ensemble --member SHIPPED
+#                       --prefilter DIR --keep K`); the joined model then goes through the gate,
+#                       the ATen margin and the publish like a trained one. For the ranking's speed
+#                       without retraining the members (docs/model-format.md, Pre-filter)
 #   --train-args "..."  extra diode-train flags for a new recipe, e.g. "--loss listwise --hidden 128"
 #                       (also $DIODE_TRAIN_ARGS)
 #   --expires-days N    bundle lifetime (default 365). The root metadata's own expiry
@@ -86,7 +94,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
+np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" add_prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
 hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
@@ -104,6 +112,7 @@ while (($#)); do
     --seeds) seeds=$2; shift 2 ;;
     --ensemble) ensemble=$2; shift 2 ;;
     --prefilter) prefilter=$2; shift 2 ;;
+    --add-prefilter) add_prefilter=$2; shift 2 ;;
     --train-args) train_args=$2; shift 2 ;;
     --expires-days) days=$2; shift 2 ;;
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
@@ -124,6 +133,14 @@ if [ -n "$prefilter" ]; then
   [[ $prefilter =~ ^([0-9]+),([0-9]+),([0-9]+)$ ]] || die "--prefilter takes HIDDEN,BLOCKS,KEEP (e.g. 16,1,64), got '$prefilter'"
   pf_hidden=${BASH_REMATCH[1]} pf_blocks=${BASH_REMATCH[2]} pf_keep=${BASH_REMATCH[3]}
   ((ensemble)) || die "--prefilter needs --ensemble (a pre-filter feeds an ensemble's members)"
+fi
+if [ -n "$add_prefilter" ]; then
+  [[ $add_prefilter =~ ^([0-9]+),([0-9]+),([0-9]+)$ ]] ||
+    die "--add-prefilter takes HIDDEN,BLOCKS,KEEP (e.g. 16,1,64), got '$add_prefilter'"
+  pf_hidden=${BASH_REMATCH[1]} pf_blocks=${BASH_REMATCH[2]} pf_keep=${BASH_REMATCH[3]}
+  if [ -n "$seeds" ] || ((ensemble)) || [ -n "$prefilter" ] || ((resign)); then
+    die "--add-prefilter trains no members: it takes no --seeds, --ensemble, --prefilter or --resign"
+  fi
 fi
 if ((resign)) && { [ -n "$seeds" ] || ((ensemble)) || [ -n "$train_args" ] || [ -n "$prefilter" ]; }; then
   die "--resign trains nothing: it takes no --seeds, --ensemble, --prefilter or --train-args"
@@ -232,27 +249,51 @@ for hw in "${hardware[@]}"; do
     echo "seed $s: $line" >> "$w/seeds.txt"
     if [ -z "$best" ] || awk -v a="$t1" -v b="$best_t1" 'BEGIN { exit !(a < b) }'; then best=$s best_t1=$t1; fi
   done
-  if [ -z "$seeds" ] && ((ok)); then
+  if [ -z "$seeds" ] && [ -z "$add_prefilter" ] && ((ok)); then
     # shellcheck disable=SC2086
     run mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data" \
       --out "$w/model" --epochs "$epochs" --seed "$seed" $train_args --quiet || ok=0
   fi
+  # --add-prefilter: the shipped ensemble is the members; only the pre-filter is trained below.
+  if [ -n "$add_prefilter" ]; then
+    prev=$(shipped_version "$hw")
+    if [ -z "$prev" ] || ! "$py" -c 'import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1 else 1)' "$prev/model.json"; then
+      echo "release_bundles: $hw: --add-prefilter, but the package ships no $hw ensemble${prev:+ ($prev)}" >&2
+      failed+=("$hw (add-prefilter)"); continue
+    fi
+  fi
   # The pre-filter: the recipe's flags without its width and depth, then the pre-filter's.
   pf_args=()
-  if ((ok)) && [ -n "$prefilter" ]; then
+  if ((ok)) && { [ -n "$prefilter" ] || [ -n "$add_prefilter" ]; }; then
     pf_train=() skip=0
     # shellcheck disable=SC2206  # train_args are words on purpose
     for a in $train_args; do
       if ((skip)); then skip=0; elif [ "$a" = --hidden ] || [ "$a" = --blocks ]; then skip=1
       elif [[ $a == --hidden=* || $a == --blocks=* ]]; then :; else pf_train+=("$a"); fi
     done
+    pf_seed=$seed   # --prefilter: the first of --seeds; --add-prefilter: --seed
+    if [ -n "$seeds" ]; then pf_seed=${seeds%%,*}; fi
     cmd=(mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$train" --hardware "$hw" --data "$data"
-         --out "$w/prefilter" --epochs "$epochs" --seed "${seeds%%,*}" "${pf_train[@]}" --hidden "$pf_hidden" --blocks "$pf_blocks")
+         --out "$w/prefilter" --epochs "$epochs" --seed "$pf_seed" "${pf_train[@]}" --hidden "$pf_hidden" --blocks "$pf_blocks")
     echo "+ ${cmd[*]} > $w/prefilter.log" >&2
     if ! ((dry)) && ! "${cmd[@]}" > "$w/prefilter.log" 2>&1; then tail -5 "$w/prefilter.log" >&2; ok=0; fi
     pf_args=(--prefilter "$w/prefilter" --keep "$pf_keep")
   fi
-  if [ -n "$seeds" ] && ((ok)) && ! ((dry)) && ((ensemble)); then
+  if [ -n "$add_prefilter" ] && ((ok)); then
+    echo "+ $diode ensemble --member $prev ${pf_args[*]} --out $w/model --dataset $data" >&2
+    if ((dry)); then :
+    elif "$diode" ensemble --member "$prev" "${pf_args[@]}" --out "$w/model" --dataset "$data" >&2 &&
+         t1=$("$diode" validate --model "$w/model" --dataset "$data" --split validation --json |
+              "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'); then
+      { cat "$results/$hw.seeds.txt" 2> /dev/null || true
+        echo "pre-filter $add_prefilter (hidden, blocks, keep; seed $seed) joined to shipped version $(basename "$prev"): validation top-1 $t1"
+      } > "$w/seeds.txt"
+      cat "$w/seeds.txt" >&2
+    else
+      ok=0
+    fi
+  elif [ -n "$seeds" ] && ((ok)) && ! ((dry)) && ((ensemble)); then
     members=(--member "$w/seed-$best")
     for s in ${seeds//,/ }; do [ "$s" = "$best" ] || members+=(--member "$w/seed-$s"); done
     echo "+ $diode ensemble ${members[*]} --cascade $ensemble ${pf_args[*]} --out $w/model --dataset $data" >&2
@@ -270,7 +311,7 @@ for hw in "${hardware[@]}"; do
     cat "$w/seeds.txt" >&2
   fi
   if ! ((ok)); then
-    echo "release_bundles: $hw: diode-train failed (see above); the shipped $hw bundle is left as it was" >&2
+    echo "release_bundles: $hw: diode-train or diode ensemble failed (see above); the shipped $hw bundle is left as it was" >&2
     failed+=("$hw (train)"); continue
   fi
   # The shipped model of this hardware, if any: the gate's reference (none for a hardware
@@ -328,7 +369,8 @@ for hw in "${hardware[@]}"; do
   seed_registry "$hw" "$prev"
   publish_and_ship || { failed+=("$hw (publish)"); continue; }
   cp "$w/validate.json" "$results/$hw.json"
-  if [ -n "$seeds" ]; then cp "$w/seeds.txt" "$results/$hw.seeds.txt"; else rm -f "$results/$hw.seeds.txt"; fi
+  if [ -n "$seeds" ] || [ -n "$add_prefilter" ]; then cp "$w/seeds.txt" "$results/$hw.seeds.txt"
+  else rm -f "$results/$hw.seeds.txt"; fi
   done_+=("$hw $version")
 done
 ((dry)) && exit 0

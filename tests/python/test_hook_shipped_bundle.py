@@ -571,3 +571,54 @@ def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
     r = _run_release(tmp_path, keys, build, shipped, args=("--seeds", "1", "--ensemble", "24"))
     assert r.returncode == 2 and "--ensemble needs --seeds with at least two seeds" in r.stderr
 
+
+
+def test_release_script_add_prefilter_joins_one_to_the_shipped_ensemble(tmp_path):
+    """--add-prefilter H,B,K: one training (the pre-filter, with --seed and the recipe's
+    --train-args but its own width and depth), joined to the shipped ensemble as it is
+    (`diode ensemble --member SHIPPED`: the same members and cascade), then gated, given its
+    ATen margin and published like a trained model; seeds.txt gains the join's line."""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    import msgpack
+    keys = _release_keys(tmp_path)
+    build = _release_stubs(tmp_path, gate_passes=True, single=True)  # the stub trains a single model
+    shipped = _release_inputs(tmp_path)
+    before = _shipped_version(shipped)
+    old = shipped / H100 / str(before)
+    old_arch = json.loads((old / "model.json").read_text())["architecture"]
+    _, _, before_t = msgpack.unpackb((old / "weights.msgpack").read_bytes())  # the release replaces `old`
+    assert old_arch["members"] > 1 and "prefilter" not in old_arch  # the shipped ensemble
+    r = _run_release(tmp_path, keys, build, shipped,
+                     args=("--add-prefilter", "16,1,64", "--seed", "4", "--train-args", "--hidden 128 --lr 0.002"))
+    assert r.returncode == 0, r.stderr
+    trains = [l for l in r.stderr.splitlines() if l.startswith("+ mpirun")]
+    assert len(trains) == 1 and "--out " + str(tmp_path / "work" / H100 / "prefilter") in trains[0], r.stderr
+    assert trains[0].split("--seed ")[1].split()[0] == "4" and "--lr 0.002" in trains[0]
+    assert "--hidden 128" not in trains[0] and "--hidden 16 --blocks 1 >" in trains[0]
+    assert "ensemble --member " + str(old) + " --prefilter" in r.stderr, r.stderr
+    nxt = shipped / H100 / str(before + 1)
+    assert [p.name for p in (shipped / H100).iterdir()] == [nxt.name], r.stderr
+    j = json.loads((nxt / "model.json").read_text())
+    arch = j["architecture"]
+    assert (arch["members"], arch["cascade"], arch["prefilter"]["keep"]) == \
+        (old_arch["members"], old_arch["cascade"], 64)
+    assert "aten_margin" in j["selection"]
+    # the members' tensors are the shipped ones, byte for byte, the pre-filter's after them
+    _, _, after_t = msgpack.unpackb((nxt / "weights.msgpack").read_bytes())
+    assert after_t[:len(before_t)] == before_t
+    assert after_t[len(before_t):] and all(t[0].startswith("prefilter.") for t in after_t[len(before_t):])
+    seeds = (tmp_path / "results" / f"{H100}.seeds.txt").read_text()
+    assert f"pre-filter 16,1,64 (hidden, blocks, keep; seed 4) joined to shipped version {before}: " \
+           "validation top-1 1.0250" in seeds, seeds
+    # refused before anything runs: members to train too, or a malformed H,B,K
+    for bad, why in ((("--add-prefilter", "16,1,64", "--seeds", "1,2"), "trains no members"),
+                     (("--add-prefilter", "16,1"), "HIDDEN,BLOCKS,KEEP")):
+        r = _run_release(tmp_path, keys, build, shipped, args=bad)
+        assert r.returncode == 2 and why in r.stderr, r.stderr
+    # a shipped single model has no members to keep: that hardware fails, its bundle stays
+    single = tmp_path / "single-shipped"
+    _single_model(nxt, single / H100 / str(before + 1))
+    r = _run_release(tmp_path, keys, build, single, args=("--add-prefilter", "16,1,64"))
+    assert r.returncode == 1 and "ships no nvidia-h100-80gb ensemble" in r.stderr, r.stderr
+    assert [p.name for p in (single / H100).iterdir()] == [str(before + 1)]
