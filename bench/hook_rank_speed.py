@@ -24,7 +24,7 @@ for three cases:
   hit    the same problem again (prediction-cache hit)
 and checks that all three return exactly the same scores, kept indices and margin.
 
-    PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5] [--model DIR]
+    PYTHONPATH=python python bench/hook_rank_speed.py [--problems 20] [--repeat 5] [--model DIR] [--fresh]
 """
 from __future__ import annotations
 
@@ -88,6 +88,9 @@ def main() -> None:
     ap.add_argument("--clock", default="cpu,wall", help="cpu (thread CPU time), wall, or both")
     ap.add_argument("--hidden", type=int, default=64, help="model width (the trainer's default: 64)")
     ap.add_argument("--blocks", type=int, default=2, help="residual blocks (the trainer's default: 2)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="new KernelTemplateChoice objects (and kwargs dicts) for every problem, as Inductor "
+                         "builds them per GEMM, instead of one list offered again and again")
     ap.add_argument("--model", help="a model directory to time instead of random weights of --hidden x "
                                     "--blocks, e.g. an ensemble (docs/model-format.md, Members)")
     args = ap.parse_args()
@@ -103,18 +106,20 @@ def main() -> None:
                                                activation="silu"))
     configs = candidate_list()
     probs = problems(args.problems)
+    # per problem: the same list (default) or an equal list of new objects (--fresh)
+    lists = [candidate_list() for _ in probs] if args.fresh else [configs] * len(probs)
     opts = Options()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(configs)} configs "
           f"(Inductor EXHAUSTIVE mm, fp16), {len(probs)} problems, model hidden {args.hidden} x {args.blocks} blocks"
-          + (f", {args.model}" if args.model else ""))
+          + (f", {args.model}" if args.model else "") + (", new KTC objects per problem" if args.fresh else ""))
 
     for clock in args.clock.split(","):
-        ok = measure(model, configs, probs, opts, args.repeat, clock)
+        ok = measure(model, lists, probs, opts, args.repeat, clock)
         if not ok:
             sys.exit(1)
 
 
-def measure(model, configs, probs, opts, repeat, clock) -> bool:
+def measure(model, lists, probs, opts, repeat, clock) -> bool:
     # Both rankers read time.perf_counter: with --clock cpu it is this thread's CPU time,
     # which leaves out the time the (shared, busy) machine ran other processes.
     time.perf_counter = time.thread_time if clock == "cpu" else _wall
@@ -138,7 +143,7 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
         for i, p in enumerate(probs):
             for case in (("cold" if i == 0 else "miss"), "hit"):
                 t0 = time.perf_counter()
-                cfgs = [extract.config_from_ktc(k) for k in configs]  # the old handler's extraction
+                cfgs = [extract.config_from_ktc(k) for k in lists[i]]  # the old handler's extraction
                 t1 = time.perf_counter()
                 s_old, k_old, m_old = old.rank(p, cfgs, opts)
                 add("old", case, time.perf_counter() - t0, {**old.last_breakdown, "extract": t1 - t0})
@@ -147,7 +152,7 @@ def measure(model, configs, probs, opts, repeat, clock) -> bool:
             extract._KEY_CACHE.clear()  # each path's `cold` builds every config key (old's uses none)
             for i, p in enumerate(probs):
                 for case in (("cold" if i == 0 else "miss"), "hit"):
-                    r = ranker.rank_ktcs(p, configs, opts, extra_keys=extra)  # the handler: reads the KTCs too
+                    r = ranker.rank_ktcs(p, lists[i], opts, extra_keys=extra)  # the handler: reads the KTCs too
                     add(w, case, r.breakdown["total"], r.breakdown)
                     assert r.cache_hit == (case == "hit") and len(extra) == (0 if r.extra_scores is None
                                                                             else len(r.extra_scores))

@@ -245,3 +245,115 @@ def test_value_runs_fall_back_when_extra_kwargs_refuse_comparison():
     assert extract.value_runs(a + b) is None
     want = [extract.config_key_from_ktc(k) for k in a + b]
     assert extract.config_keys_from_ktcs(a + b) == want
+
+
+def test_lowest_and_cascade_helpers_equal_the_sorting_versions():
+    """ranking._lowest / _lowest_mask (one partition) give the stable argsort's k lowest (ties
+    to the lower index), and _cascade_scores / _prefilter_scores model.cascade_scores /
+    model.prefilter_scores bit for bit, with many ties, k at and past the length, ATen rows."""
+    from torch_diode.hook.ranking import _cascade_scores, _lowest, _lowest_mask, _prefilter_scores
+    from torch_diode.model import cascade_scores, prefilter_scores
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(1, 60))
+        dtype = np.float32 if trial % 2 else np.float64
+        a = rng.choice(rng.standard_normal(max(1, n // int(rng.integers(1, 5)))), size=n).astype(dtype)
+        if trial % 5 == 0:
+            a[rng.integers(0, n)] = -0.0
+        for k in (0, 1, int(rng.integers(1, n + 1)), n, n + 3):
+            want = np.argsort(a, kind="stable")[:k]
+            assert _lowest(a, k).tolist() == want.tolist()
+            mask = np.zeros(n, dtype=bool)
+            mask[want] = True
+            assert _lowest_mask(a, k).tolist() == mask.tolist()
+        p0 = a.astype(np.float32)
+        aten = rng.random(n) < 0.1
+        others = rng.standard_normal((3, n)).astype(np.float32)
+        k = int(rng.integers(0, n + 2))
+        seen = []
+
+        def on(idx, seen=seen):
+            seen.append(idx.tolist())
+            return others[:, idx]
+        want = cascade_scores(p0, aten, k, on)
+        got = _cascade_scores(p0, aten, k, on)
+        assert seen[0] == seen[1] and np.array_equal(want.view(np.uint32), got.view(np.uint32))
+        inner = lambda idx: others[0, idx] * 0.5   # noqa: E731
+        want = prefilter_scores(p0, aten, k, inner)
+        got = _prefilter_scores(p0, aten, k, inner)
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
+
+
+def test_select_array_on_long_lists_with_ties():
+    """select_array sorts only the kept prefix: the same indices as select() on 1,400 scores
+    with many ties, every threshold regime, and a NaN (the plain sort)."""
+    rng = random.Random(11)
+    for _ in range(100):
+        n = rng.choice([2, 17, 1400])
+        levels = [float(np.float32(rng.uniform(-3, 3))) for _ in range(rng.randint(1, 50))]
+        scores = [rng.choice(levels) for _ in range(n)]
+        opts = Options(top_k=rng.randint(1, 6), threshold=rng.choice([0.0, 0.01, 0.05, 1.0, 100.0]),
+                       max_kept=rng.choice([6, 16, 64, 2000]))
+        assert select_array(np.asarray(scores), opts) == select(scores, opts)
+    # a NaN (never from the model) takes the plain stable sort: NaN last
+    assert select_array(np.asarray([1.0, float("nan"), 0.5, 0.5]), Options(top_k=4, max_kept=4)) == [2, 3, 0, 1]
+
+
+def test_feature_rows_stay_exact_across_problems_sharing_dimensions(model, exhaustive):
+    """The per-dimension pieces (_ConfigTable._mixed, kept per M, N, K and batch x M x N) and
+    the last-rows cache serve later problems and tables that grew: features bit for bit and
+    rankings equal to the reference's, problem after problem in one Ranker."""
+    spec = model.info.feature_spec
+    fast, ref = Ranker(model), ReferenceRanker(model)
+    opts = Options()
+    rng = random.Random(5)
+    dims = [1, 7, 64, 100, 333, 4096]
+    odd = [KernelConfig(template="triton::mm", block_m=48, block_n=80, block_k=24, group_m=4, num_stages=2,
+                        num_warps=4)]   # new block sizes: the table's codes grow mid-way
+    for i in range(24):
+        dt = rng.choice(["float16", "bfloat16", "float32"])
+        p = Problem(op="bmm" if i % 3 == 0 else "mm", batch=rng.choice([2, 3]) if i % 3 == 0 else 1,
+                    m=rng.choice(dims), n=rng.choice(dims), k=rng.choice(dims), dtype_a=dt, dtype_b=dt, dtype_out=dt)
+        configs = exhaustive + (odd if i >= 12 else [])
+        got = fast.features(p, configs)
+        want = ref.features(p, configs)
+        assert torch.equal(got, want)
+        r = fast.rank(p, configs, opts)
+        scores, kept, margin = ref.rank(p, configs, opts)
+        assert r.scores.tolist() == scores and r.kept == kept and r.margin == margin
+
+
+def test_rank_ktcs_last_rows_cache_follows_changed_lists(model):
+    """A run whose values equal the last ones of its cache id reuses their rows; a changed
+    list (other configs, another order, one value changed) is looked up again."""
+    from torch_diode.hook import extract
+
+    kws = mm_configs(1024, 1024, 1024, 2, "EXHAUSTIVE")
+    fast, ref = Ranker(model), Ranker(model)
+    opts = Options(top_k=3, threshold=0.0, max_kept=8)
+    changed = [dict(kw) for kw in kws[:50]]
+    changed[10]["num_warps"] = 2 if changed[10]["num_warps"] != 2 else 4
+    for p in PROBLEMS[:2]:
+        for part in (kws, kws, kws[:50], changed, list(reversed(kws[:300])), kws):
+            ktcs = _inductor_ktcs("triton::mm", [dict(kw) for kw in part], {"ALLOW_TF32": False})
+            got = fast.rank_ktcs(p, ktcs, opts)
+            want = ref.rank_keys(p, extract.config_keys_from_ktcs(ktcs), opts)
+            assert got.scores.tolist() == want.scores.tolist()
+            assert got.kept == want.kept and got.margin == want.margin
+
+
+def test_rank_runs_the_model_on_real_tensors_under_a_dispatch_mode(model, exhaustive):
+    """Inductor lowers under FakeTensorMode: the forwards of a ranking run outside it (one
+    context per ranking, _ForwardScope), and grad mode and the mode are restored after."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    want = ReferenceRanker(model).rank(PROBLEMS[0], exhaustive, Options())
+    fast = Ranker(model)
+    assert torch.is_grad_enabled()
+    with FakeTensorMode() as mode:
+        r = fast.rank(PROBLEMS[0], exhaustive, Options())
+        assert torch._C._len_torch_dispatch_stack() == 1
+        assert isinstance(torch.empty(1), torch._subclasses.fake_tensor.FakeTensor) and mode is not None
+    assert torch.is_grad_enabled() and fast._scope is None
+    assert (r.scores.tolist(), r.kept, r.margin) == want

@@ -155,6 +155,24 @@ def _config_keys_slow(ktcs: list) -> list[tuple]:
 _KEY_CACHE: dict[tuple, dict[tuple, tuple]] = {}
 _KEY_CACHE_MAX = 1 << 16   # keys over all entries; cleared past this (a bound, never reached in practice)
 _template_and_extra = operator.attrgetter("template", "extra_kwargs")
+_template = operator.attrgetter("template")
+_extra_kwargs = operator.attrgetter("extra_kwargs")
+_params = operator.attrgetter("params")
+_kwargs = operator.attrgetter("kwargs")
+
+
+def _params_views(ktcs: list) -> list[dict] | None:
+    """inductor_compat.ktc_params_views(ktcs) (the same contract: each KTC's own kwargs dict,
+    None unless every params is exactly the probed DictKernelTemplateParams), reading each
+    KTC's params once: three C loops over a list instead of attribute paths twice per KTC.
+    Raises AttributeError for a KTC without params (value_runs: None)."""
+    cls = ic._dict_params_class()
+    if not cls:
+        return None
+    params = list(map(_params, ktcs))
+    if list(map(type, params)).count(cls) != len(params):
+        return None
+    return list(map(_kwargs, params))
 
 
 def _run_values(uid: str, extra: dict, kws: list[dict]) -> tuple[tuple, list[tuple]] | None:
@@ -165,7 +183,7 @@ def _run_values(uid: str, extra: dict, kws: list[dict]) -> tuple[tuple, list[tup
     n = len(names)
     # itemgetter(*names) reads only these names: every dict must have exactly them (same
     # length + no KeyError = same key set); a single name would not give a tuple
-    if n < 2 or set(map(len, kws)) != {n}:
+    if n < 2 or list(map(len, kws)).count(n) != len(kws):
         return None
     # the only extra kwarg a key reads; present (even as None) it overrides the params'
     tf = bool(extra["ALLOW_TF32"]) if "ALLOW_TF32" in extra else None
@@ -221,16 +239,21 @@ def value_runs(ktcs: list) -> list[ValueRun] | None:
     else None (use config_keys_from_ktcs). Reading no field by name in Python is what
     makes this cheap: the hook reads ~1,400 KTCs per GEMM in the EXHAUSTIVE space."""
     try:
-        kws = compat.ktc_params_views(ktcs) if ktcs else None
+        kws = _params_views(ktcs) if ktcs else None
         if kws is None:
             return None
-        te = list(map(_template_and_extra, ktcs))
+        templates = list(map(_template, ktcs))
+        extras = list(map(_extra_kwargs, ktcs))
     except AttributeError:  # a KTC without extra_kwargs (old torch, test fakes)
         return None
     try:
-        if te.count(te[0]) == len(te):  # one template (tuple ==: identity first, C loop)
-            bounds = [(0, len(te))]
+        n = len(ktcs)
+        # one template and one extra_kwargs dict (list.count: identity first, C loops; two
+        # lists of shared objects cost less than a tuple per KTC)
+        if templates.count(templates[0]) == n and extras.count(extras[0]) == n:
+            bounds = [(0, n)]
         else:
+            te = list(zip(templates, extras))
             bounds, start = [], 0
             for _, run in itertools.groupby(te):
                 n = len(list(run))
@@ -242,7 +265,7 @@ def value_runs(ktcs: list) -> list[ValueRun] | None:
         return None
     out = []
     for a, b in bounds:
-        uid, extra = compat.ktc_uid(ktcs[a]), te[a][1] or {}
+        uid, extra = compat.ktc_uid(ktcs[a]), extras[a] or {}
         part = kws if b - a == len(kws) else kws[a:b]
         rv = _run_values(uid, extra, part)
         if rv is None:

@@ -9,7 +9,8 @@ so each feature is bit-identical to torch_diode.features (the C++ mirror). Stand
 by the model's feature_spec is elementwise, so it is applied where each column is made (once
 per config for the config columns, on the distinct values for the problem-dependent ones),
 with the same float64 expression and the same bits. The matrix runs through the MLP at
-once; top-k / threshold selection is one stable argsort. Predictions are cached per problem, so a GEMM that
+once; top-k / threshold selection is one np.partition and a stable sort of the kept prefix
+(the order of one stable argsort). Predictions are cached per problem, so a GEMM that
 appears many times in a graph (or again after a recompile) costs one forward.
 
 An ensemble model (model.json architecture.members > 1) scores with model.cascade_scores:
@@ -27,6 +28,7 @@ Python sort): bench/hook_rank_speed.py and tests/python/test_hook_rank_fast.py c
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import operator
@@ -39,7 +41,8 @@ import numpy as np
 import torch
 
 from ..features import _DTYPE_BYTES, raw_features
-from ..model import LoadedModel, cascade_scores, is_aten_template, prefilter_scores
+from ..model import (CASCADE_OFFSET, PREFILTER_OFFSET, LoadedModel, cascade_scores, is_aten_template,
+                     prefilter_scores)
 from ..wire import KernelConfig, Problem
 
 DEFAULT_TOP_K = 5
@@ -163,17 +166,66 @@ def select(scores: list[float], opts: Options) -> list[int]:
     return kept[:opts.max_kept]
 
 
+def _lowest(a: np.ndarray, k: int) -> np.ndarray:
+    """np.argsort(a, kind="stable")[:k] (the k lowest, ties to the lower index, in that order)
+    without sorting all of `a`: one np.partition finds the k-th lowest value, the candidates
+    at or below it are taken in index order (the ties at the k-th value to the lower index) and
+    only those k are sorted stably. `a` must hold no NaN (the callers check)."""
+    n = len(a)
+    if k >= n:
+        return np.argsort(a, kind="stable")
+    if k <= 0:
+        return np.empty(0, dtype=np.intp)
+    v = np.partition(a, k - 1)[k - 1]
+    if v != v:   # NaN (never from the model): the plain sort
+        return np.argsort(a, kind="stable")[:k]
+    idx = np.flatnonzero(a <= v)   # ascending indices, at least k of them
+    if len(idx) > k:   # ties at v: keep the lowest indices among those equal to v
+        eq = np.flatnonzero(a[idx] == v)
+        idx = np.delete(idx, eq[k - (len(idx) - len(eq)):])
+    return idx[np.argsort(a[idx], kind="stable")]
+
+
+def _lowest_mask(a: np.ndarray, k: int) -> np.ndarray:
+    """Bool mask of _lowest(a, k) (the same set; no sort at all). `a` holds no NaN."""
+    n = len(a)
+    m = np.zeros(n, dtype=bool)
+    if k >= n:
+        m[:] = True
+        return m
+    if k <= 0:
+        return m
+    v = np.partition(a, k - 1)[k - 1]
+    if v != v:   # NaN (never from the model): the plain sort
+        m[np.argsort(a, kind="stable")[:k]] = True
+        return m
+    np.less(a, v, out=m)
+    short = k - int(np.count_nonzero(m))
+    if short:   # ties at v: the lowest indices among those equal to v
+        m[np.flatnonzero(a == v)[:short]] = True
+    return m
+
+
 def select_array(scores: np.ndarray, opts: Options) -> list[int]:
-    """select() on a numpy array: the same indices in the same order (ties by index)."""
+    """select() on a numpy array: the same indices in the same order (ties by index).
+
+    The kept configs are a prefix of the stable order (the threshold's are: the scores are
+    sorted along it), of length min(max_kept, max(top_k, #within threshold)); only that
+    prefix is sorted (_lowest)."""
     n = len(scores)
     if not n:
         return []
-    order = np.argsort(scores, kind="stable")
-    s = scores[order]
-    limit = float(s[0]) + math.log1p(opts.threshold)
-    keep = s <= limit
-    keep[:opts.top_k] = True
-    return order[keep][:opts.max_kept].tolist()
+    best = float(scores.min())
+    if best != best:   # a NaN (never from the model: predictions are checked finite)
+        order = np.argsort(scores, kind="stable")
+        s = scores[order]
+        limit = float(s[0]) + math.log1p(opts.threshold)
+        keep = s <= limit
+        keep[:opts.top_k] = True
+        return order[keep][:opts.max_kept].tolist()
+    limit = best + math.log1p(opts.threshold)
+    kept = min(opts.max_kept, max(opts.top_k, int(np.count_nonzero(scores <= limit))), n)
+    return _lowest(scores, kept).tolist()
 
 
 def margin_of_distinct(distinct_scores: np.ndarray) -> float | None:
@@ -182,6 +234,38 @@ def margin_of_distinct(distinct_scores: np.ndarray) -> float | None:
         return None
     s1, s2 = np.partition(distinct_scores, 1)[:2].tolist()
     return math.expm1(min(s2 - s1, MAX_LOG_MARGIN))
+
+
+def _cascade_scores(p0: np.ndarray, aten: np.ndarray, cascade: int, others_on) -> np.ndarray:
+    """model.cascade_scores, the same bits, with the cascade set found by _lowest_mask (one
+    partition) instead of a stable argsort of every candidate. p0 holds no NaN (the cached
+    predictions are checked finite); tests/python/test_hook_rank_fast.py compares the two."""
+    p0 = np.asarray(p0, dtype=np.float32)
+    mask = _lowest_mask(p0, cascade)
+    mask |= aten
+    idx = np.flatnonzero(mask)
+    scores = (p0.astype(np.float64) + CASCADE_OFFSET).astype(np.float32)
+    total = p0[idx].astype(np.float64)
+    others = others_on(idx)
+    if isinstance(others, np.ndarray):   # [members - 1, len(idx)]: one conversion for all members
+        o64 = np.asarray(others, dtype=np.float32).astype(np.float64)
+    else:
+        o64 = [np.asarray(p, dtype=np.float32).astype(np.float64) for p in others]
+    for p in o64:  # member order, one float64 addition at a time (as model.cascade_scores)
+        total = total + p
+    scores[idx] = (total / (len(o64) + 1)).astype(np.float32)
+    return scores
+
+
+def _prefilter_scores(q: np.ndarray, aten: np.ndarray, keep: int, inner) -> np.ndarray:
+    """model.prefilter_scores, the same bits, with the set P found by _lowest_mask."""
+    q = np.asarray(q, dtype=np.float32)
+    mask = _lowest_mask(q, keep)
+    mask |= aten
+    idx = np.flatnonzero(mask)
+    scores = (q.astype(np.float64) + PREFILTER_OFFSET).astype(np.float32)
+    scores[idx] = np.asarray(inner(idx), dtype=np.float32)
+    return scores
 
 
 def top_margin(scores: list[float], configs: list) -> float | None:
@@ -233,6 +317,16 @@ _PROBLEM_COLS = slice(0, 12)     # log2_m .. log2_intensity: the problem only
 _STATIC_COLS = slice(12, 20)     # log2_block_m .. allow_tf32: the config only
 _SMEM, _TILES, _WAVES, _WAVE_EFF, _M_WASTE, _N_WASTE, _K_WASTE, _K_ITERS, _TILE_INT = range(20, 29)
 _ONE_HOT = 29                    # template=<t>, one per spec.templates
+_MIXED = slice(_TILES, _K_ITERS + 1)   # the 7 adjacent columns that depend on problem and config
+_N_MIXED = _K_ITERS + 1 - _TILES
+_PROBE = KernelConfig()          # raw_features' problem columns do not depend on the config
+_V_PROBLEM = np.dtype((np.void, 4 * (_PROBLEM_COLS.stop - _PROBLEM_COLS.start)))   # 12 float32 as one item
+_V_MIXED = np.dtype((np.void, 4 * _N_MIXED))          # the 7 mixed float32 as one item
+
+
+def _lg_array(x: np.ndarray) -> np.ndarray:
+    """features._lg of each element (math.log2, as the reference), same shape, float64."""
+    return np.asarray(list(map(_lg, x.ravel().tolist())), dtype=np.float64).reshape(x.shape)
 
 
 class _ConfigTable:
@@ -254,15 +348,18 @@ class _ConfigTable:
         self.index: dict[tuple, int] = {}
         self.n = 0
         self.sizes = sorted(set(float(v) for v in _DTYPE_BYTES.values()))
-        # per dtype size, every column from log2_block_m on, standardised if the table is: the
-        # config-only ones, the two that depend on the dtype's size too (smem, tile intensity),
-        # and 0 in the 7 that depend on the problem (raw_features() overwrites them); one
-        # gather of [rows, n - 12] per miss instead of a gather per column
-        self.block = {b: np.empty((0, len(spec.names) - _STATIC_COLS.start), dtype=np.float32)
+        # per dtype size, a full-width feature row per config, standardised if the table is:
+        # the config-only columns, the two that depend on the dtype's size too (smem, tile
+        # intensity), and 0 in the 12 problem columns and the 7 that depend on the problem too
+        # (raw_features() overwrites them); one contiguous gather (np.take) per miss
+        self.block = {b: np.empty((0, len(spec.names)), dtype=np.float32)
                       for b in self.sizes}
         self.values: list[list[float]] = [[], [], []]   # distinct BLOCK_M, BLOCK_N, BLOCK_K (as used)
         self._codes: list[dict[float, int]] = [{}, {}, {}]
         self.code = np.empty((0, 3), dtype=np.intp)
+        self.arrays = tuple(np.empty(0, dtype=np.float64) for _ in range(3))   # self.values as arrays
+        self.mnk = np.empty(0, dtype=np.intp)
+        self._dims: dict[tuple, object] = {}   # _mixed: per M, N, K or (batch, M, N), standardised pieces
         self.aten = np.empty(0, dtype=bool)   # per row: an ATen config (model.is_aten_template)
 
     def _z(self, col, v) -> np.ndarray:
@@ -298,8 +395,8 @@ class _ConfigTable:
         bm = np.where(triton, bm, 128.0)
         bn = np.where(triton, bn, 128.0)
         bk = np.where(triton, bk, 64.0)
-        blk = np.zeros((len(keys), len(self.spec.names) - _STATIC_COLS.start), dtype=np.float32)
-        static = blk[:, :8]   # log2_block_m .. allow_tf32
+        blk = np.zeros((len(keys), len(self.spec.names)), dtype=np.float32)
+        static = blk[:, _STATIC_COLS]   # log2_block_m .. allow_tf32
         static[:, 0] = _log2_distinct(bm)
         static[:, 1] = _log2_distinct(bn)
         static[:, 2] = _log2_distinct(bk)
@@ -308,8 +405,8 @@ class _ConfigTable:
         static[:, 5] = _log2_distinct(nw)
         static[:, 6] = ek
         static[:, 7] = tf
-        blk[:, :8] = self._z(_STATIC_COLS, static)
-        one_hot = blk[:, _ONE_HOT - 12:]
+        blk[:, _STATIC_COLS] = self._z(_STATIC_COLS, static)
+        one_hot = blk[:, _ONE_HOT:]
         tcol = {t: j for j, t in enumerate(self.spec.templates)}
         col = np.fromiter((tcol.get(k[0], -1) for k in keys), dtype=np.intp, count=len(keys))
         known = col >= 0
@@ -318,8 +415,8 @@ class _ConfigTable:
         for b in self.sizes:  # same expressions, same order of operations as features.raw_features
             smem = (bm * bk + bk * bn) * b * np.maximum(1.0, st)
             ti = (2.0 * bm * bn * bk) / ((bm * bk + bk * bn) * b)
-            blk[:, _SMEM - 12] = self._z(_SMEM, _log2_distinct(smem))
-            blk[:, _TILE_INT - 12] = self._z(_TILE_INT, _log2_distinct(ti, floor_one=False))
+            blk[:, _SMEM] = self._z(_SMEM, _log2_distinct(smem))
+            blk[:, _TILE_INT] = self._z(_TILE_INT, _log2_distinct(ti, floor_one=False))
             self.block[b] = np.concatenate([self.block[b], blk])   # a copy: blk is reused
         code = np.empty((len(keys), 3), dtype=np.intp)
         for j, col in enumerate((bm, bn, bk)):
@@ -334,10 +431,56 @@ class _ConfigTable:
                 ucode.append(c)
             code[:, j] = np.asarray(ucode, dtype=np.intp)[inv.reshape(-1)]
         self.code = np.concatenate([self.code, code])
+        self.arrays = tuple(np.asarray(v, dtype=np.float64) for v in self.values)
+        self._dims.clear()   # _mixed's pieces follow self.arrays
+        # one index per row into raw_features' [BLOCK_M, BLOCK_N, BLOCK_K] code triples
+        self.mnk = (self.code[:, 0] * len(self.values[1]) + self.code[:, 1]) * len(self.values[2]) + self.code[:, 2]
         self.aten = np.concatenate([self.aten, np.fromiter((is_aten_template(k[0]) for k in keys), dtype=bool,
                                                            count=len(keys))])
         self.index.update(zip(keys, range(self.n, self.n + len(keys))))
         self.n += len(keys)
+
+    def _mixed(self, m: float, n: float, k: float, b: float, sms: float) -> np.ndarray:
+        """The 7 columns that depend on problem and config (log2_tiles .. log2_k_iters,
+        adjacent), standardised, per (BLOCK_M, BLOCK_N, BLOCK_K) code triple: float32
+        [codes, 7], indexed by self.mnk. Exactly features.raw_features' expressions on float64
+        arrays of the distinct block sizes (+, -, *, /, ceil: correctly rounded, as in
+        Python; every log2 through _lg, math.log2 on each value). The pieces that depend on
+        one of M, N, K (or on batch, M, N) only are kept per value (_dims, cleared when the
+        table grows), so a miss on a new problem recomputes only the dimensions not seen yet."""
+        bms, bns, bks = self.arrays
+        c = self._dims
+        if len(c) > 4096:   # a bound (distinct dimensions, not problems)
+            c.clear()
+        z = self._z
+        pm = c.get(("m", m))
+        if pm is None:
+            cdm = np.ceil(m / bms)
+            pm = c[("m", m)] = (cdm, z(_M_WASTE, cdm * bms / m - 1.0))
+        pn = c.get(("n", n))
+        if pn is None:
+            cdn = np.ceil(n / bns)
+            pn = c[("n", n)] = (cdn, z(_N_WASTE, cdn * bns / n - 1.0))
+        pk = c.get(("k", k))
+        if pk is None:
+            k_iters = np.ceil(k / bks)
+            pk = c[("k", k)] = (z(_K_WASTE, k_iters * bks / k - 1.0), z(_K_ITERS, _lg_array(k_iters)))
+        pt = c.get(("t", b, m, n))
+        if pt is None:
+            tiles = (b * pm[0])[:, None] * pn[0][None, :]   # b * x * y
+            waves = np.ceil(tiles / sms)
+            raw = np.empty(tiles.shape + (3,), dtype=np.float64)
+            raw[..., 0] = _lg_array(tiles)
+            raw[..., 1] = _lg_array(waves)
+            raw[..., 2] = tiles / (waves * sms)
+            pt = c[("t", b, m, n)] = z(slice(_TILES, _WAVE_EFF + 1), raw)
+        t = np.empty((len(bms), len(bns), len(bks), _N_MIXED), dtype=np.float32)
+        t[..., 0:3] = pt[:, :, None, :]
+        t[..., 3] = pm[1][:, None, None]
+        t[..., 4] = pn[1][None, :, None]
+        t[..., 5] = pk[0][None, None, :]
+        t[..., 6] = pk[1][None, None, :]
+        return t.reshape(-1, _N_MIXED)
 
     def raw_features(self, p: Problem, rows: np.ndarray) -> np.ndarray:
         """features.raw_features of the configs at `rows` for problem p, float32 [len(rows), n]
@@ -346,40 +489,21 @@ class _ConfigTable:
         z = self._z
         out = np.empty((len(rows), len(spec.names)), dtype=np.float32)
         # the problem's 12 features: computed by the reference itself, broadcast
-        out[:, _PROBLEM_COLS] = z(_PROBLEM_COLS, raw_features(spec, p, KernelConfig())[_PROBLEM_COLS])
+        problem = z(_PROBLEM_COLS, raw_features(spec, p, _PROBE)[_PROBLEM_COLS])
         if not len(rows):
+            out[:, _PROBLEM_COLS] = problem
             return out
         m, n, k, b = float(p.m), float(p.n), float(p.k), float(p.batch)
         in_bytes = float(_DTYPE_BYTES[p.dtype_a])
         sms = max(1.0, float(spec.sm_count))
-        # per distinct block size / pair of block sizes, exactly features.raw_features' expressions
-        bms, bns, bks = self.values
-        cdm = [_cdiv(m, v) for v in bms]
-        cdn = [_cdiv(n, v) for v in bns]
-        # (standardised here, on the few distinct values, then gathered)
-        m_waste = z(_M_WASTE, [c * v / m - 1.0 for c, v in zip(cdm, bms)])
-        n_waste = z(_N_WASTE, [c * v / n - 1.0 for c, v in zip(cdn, bns)])
-        tiles = [[b * x * y for y in cdn] for x in cdm]
-        waves = [[_cdiv(t, sms) for t in row] for row in tiles]
-        lg_tiles = z(_TILES, [[_lg(t) for t in row] for row in tiles])
-        lg_waves = z(_WAVES, [[_lg(w) for w in row] for row in waves])
-        eff = z(_WAVE_EFF, [[t / (w * sms) for t, w in zip(rt, rw)] for rt, rw in zip(tiles, waves)])
-        k_iters = [_cdiv(k, v) for v in bks]
-        k_waste = z(_K_WASTE, [ki * v / k - 1.0 for ki, v in zip(k_iters, bks)])
-        lg_k_iters = z(_K_ITERS, [_lg(ki) for ki in k_iters])
-        code = self.code[rows]
-        im, in_, ik = code[:, 0], code[:, 1], code[:, 2]
-        # the config's columns in one gather (one copy of [rows, n - 12]), then the 7 that
-        # depend on the problem too, gathered from their per-block-size tables
-        out[:, _STATIC_COLS.start:] = self.block[in_bytes][rows]
-        mn = im * len(bns) + in_   # (BLOCK_M, BLOCK_N) pair, one index for the three 2D tables
-        out[:, _TILES] = lg_tiles.ravel()[mn]
-        out[:, _WAVES] = lg_waves.ravel()[mn]
-        out[:, _WAVE_EFF] = eff.ravel()[mn]
-        out[:, _M_WASTE] = m_waste[im]
-        out[:, _N_WASTE] = n_waste[in_]
-        out[:, _K_WASTE] = k_waste[ik]
-        out[:, _K_ITERS] = lg_k_iters[ik]
+        mixed = self._mixed(m, n, k, b, sms)   # per block-size code triple
+        # the config's columns: one contiguous gather of whole rows (np.take into `out`; clip:
+        # no bounds buffer, the rows are the table's); then the problem's 12 columns and the 7
+        # that depend on it, each as one item of 48 / 28 bytes per row (void views)
+        np.take(self.block[in_bytes], rows, axis=0, out=out, mode="clip")
+        out[:, _PROBLEM_COLS].view(_V_PROBLEM)[:, 0] = np.ascontiguousarray(problem).view(_V_PROBLEM)[0]
+        np.take(np.ascontiguousarray(mixed).view(_V_MIXED)[:, 0], self.mnk[rows],
+                out=out[:, _MIXED].view(_V_MIXED)[:, 0], mode="clip")
         return out
 
 
@@ -438,6 +562,46 @@ class _Features:
         return x
 
 
+_PRE_DISPATCH_LEN = None   # torch._ops._len_torch_dispatch_stack_pre_dispatch, imported once
+
+
+def _real_tensors():
+    """torch.no_grad(), inside _disable_current_modes() when a dispatch mode is active (a
+    no-op otherwise, which costs microseconds per forward on a cache miss to enter)."""
+    global _PRE_DISPATCH_LEN
+    if _PRE_DISPATCH_LEN is None:
+        from torch._ops import _len_torch_dispatch_stack_pre_dispatch
+        _PRE_DISPATCH_LEN = _len_torch_dispatch_stack_pre_dispatch
+    if torch._C._len_torch_dispatch_stack() or _PRE_DISPATCH_LEN():
+        from torch.utils._python_dispatch import _disable_current_modes
+        stack = contextlib.ExitStack()
+        stack.enter_context(_disable_current_modes())
+        stack.enter_context(torch.no_grad())
+        return stack
+    return torch.no_grad()
+
+
+class _ForwardScope:
+    """The context the model runs in (_real_tensors), entered at a ranking's first forward
+    and left when that ranking ends: one entry per cache miss, not one per forward (member 0,
+    then members 1.. of an ensemble; with a pre-filter one more)."""
+    __slots__ = ("ctx",)
+
+    def __init__(self):
+        self.ctx = None
+
+    def enter(self) -> None:
+        if self.ctx is None:
+            ctx = _real_tensors()
+            ctx.__enter__()
+            self.ctx = ctx
+
+    def close(self) -> None:
+        if self.ctx is not None:
+            ctx, self.ctx = self.ctx, None
+            ctx.__exit__(None, None, None)
+
+
 def _first_offered(rows: np.ndarray) -> np.ndarray:
     """The distinct values of `rows`, in the order of their first occurrence."""
     u, first = np.unique(rows, return_index=True)
@@ -456,6 +620,8 @@ class Ranker:
         self._table = _ConfigTable(self.spec, std)   # features come out standardised
         # rank_ktcs: (uid, ALLOW_TF32, kwargs names) -> {kwargs values: table row}
         self._rows_by_values: dict[tuple, dict[tuple, int]] = {}
+        # _rows_of_runs: cache id -> (the last values of that run, their rows; read-only)
+        self._last_rows: dict[tuple, tuple[list, np.ndarray]] = {}
         # problem -> each member's prediction (float32, as the model computes it) per table row,
         # [members, rows] (NaN: not predicted yet); with a pre-filter, its predictions are one
         # more row, the last ([members + 1, rows])
@@ -464,6 +630,7 @@ class Ranker:
         self._cached_rows = self._members + (model.prefilter is not None)
         self._cache: OrderedDict[Problem, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._scope: _ForwardScope | None = None   # during _rank (under _lock): the forwards' context
 
     def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
         """Normalised float32 features, [len(configs), n]: (raw - mean) / stddev as in features.py."""
@@ -475,8 +642,13 @@ class Ranker:
         """Predictions of `module` (default: the model's, or an ensemble's member 0)."""
         # Inductor lowers under FakeTensorMode and other dispatch modes; the model must
         # run on real tensors, outside autograd.
-        from torch.utils._python_dispatch import _disable_current_modes
-        with _disable_current_modes(), torch.no_grad():
+        scope = self._scope
+        if scope is None:   # outside _rank
+            with _real_tensors():
+                t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
+                y = (self.model.module if module is None else module)(t).numpy()
+        else:
+            scope.enter()   # left at the end of _rank
             t = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
             y = (self.model.module if module is None else module)(t).numpy()
         if not np.isfinite(y).all():
@@ -519,20 +691,38 @@ class Ranker:
         (extract._KEY_CACHE's contract), filled from the keys on a miss."""
         parts = []
         for run in runs:
-            d = self._rows_by_values.get(run.cid)
-            if d is not None:
+            # Inductor offers the same list for many GEMMs (new objects, equal values): a run
+            # whose values equal the last ones of its cache id has the same rows (list == is
+            # one C loop, identity first per value; cheaper than a lookup per KTC)
+            last = self._last_rows.get(run.cid)
+            if last is not None:
                 try:
-                    parts.append(np.fromiter(map(d.get, run.values), dtype=np.intp, count=len(run.values)))
+                    same = last[0] == run.values
+                except Exception:  # noqa: BLE001 - a value refusing ==: look the values up
+                    same = False
+                if same:
+                    parts.append(last[1])
                     continue
-                except TypeError:  # None: values not seen yet (or unhashable: the keys decide)
-                    pass
-            rows = self._table.rows_for_keys(run.keys())
-            try:
-                self._rows_by_values.setdefault(run.cid, {}).update(zip(run.values, rows.tolist()))
-            except TypeError:
-                pass
+            rows = self._rows_of_values(run)
+            rows.flags.writeable = False   # shared by later calls: nobody may change it
+            self._last_rows[run.cid] = (run.values, rows)
             parts.append(rows)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _rows_of_values(self, run) -> np.ndarray:
+        """Table rows of one extract.ValueRun (under _lock)."""
+        d = self._rows_by_values.get(run.cid)
+        if d is not None:
+            try:
+                return np.fromiter(map(d.get, run.values), dtype=np.intp, count=len(run.values))
+            except TypeError:  # None: values not seen yet (or unhashable: the keys decide)
+                pass
+        rows = self._table.rows_for_keys(run.keys())
+        try:
+            self._rows_by_values.setdefault(run.cid, {}).update(zip(run.values, rows.tolist()))
+        except TypeError:
+            pass
+        return rows
 
     def _predictions(self, problem: Problem) -> np.ndarray:
         """The problem's cached predictions, [members, table rows] (grown to the table's rows;
@@ -571,7 +761,7 @@ class Ranker:
                 cached[1:members, todo] = self._forward(feats(todo), self.model.run_others)
             return cached[1:members, need]
 
-        return cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on), ran
+        return _cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on), ran
 
     def _prefiltered(self, problem: Problem, cached: np.ndarray, cand: np.ndarray, feats: _Features,
                      t1: float) -> tuple[np.ndarray, bool, float, float]:
@@ -604,55 +794,65 @@ class Ranker:
             return s
 
         scored = np.full(cached.shape[1], np.nan, dtype=np.float32)
-        scored[cand] = prefilter_scores(q[cand], self._table.aten[cand], self.model.keep, inner)
+        scored[cand] = _prefilter_scores(q[cand], self._table.aten[cand], self.model.keep, inner)
         if ran:
             t3 = time.perf_counter()
         return scored, not ran, t2, t3
 
     def _rank(self, problem: Problem, rows_of, opts: Options, t0: float, n_extra: int = 0) -> Ranking:
         with self._lock:
-            te = time.perf_counter()
-            rows = rows_of()
-            t1 = time.perf_counter()
-            cached = self._predictions(problem)
-            p0 = cached[0]   # the model's (member 0's) predictions: a view, filled in place
-            offered = np.zeros(len(p0), dtype=bool)
-            offered[rows] = True
-            distinct = int(offered.sum())
-            feats = _Features(self._table, problem)
-            if self._pf is not None:   # the ATen extra rows are candidates, as in predict mode
-                scored, hit, t2, t3 = self._prefiltered(
-                    problem, cached, rows if distinct == len(rows) else _first_offered(rows), feats, t1)
-            else:
-                missing = rows[np.isnan(p0[rows])]
-                t2 = t3 = t1
-                if len(missing):
-                    # a config offered twice is forwarded once, in first-offered order (the batch
-                    # the reference forwards)
-                    todo = _first_offered(missing) if distinct < len(rows) else missing
-                    x = feats(todo)
-                    t2 = time.perf_counter()
-                    p0[todo] = self._forward(x)
-                    t3 = time.perf_counter()
-                hit = not len(missing)
-                scored = p0
-                if self.model.others:  # an ensemble (the ATen extra rows are candidates, as in predict mode)
-                    cand = rows if distinct == len(rows) else _first_offered(rows)
-                    scored = np.full(len(p0), np.nan, dtype=np.float32)
-                    scored[cand], ran = self._cascade(problem, cached, cand, feats)
-                    if ran:  # the members' features and forwards count as forward time
-                        hit, t3 = False, time.perf_counter()
-            all_scores = scored[rows].astype(np.float64)
-            extra = all_scores[len(rows) - n_extra:] if n_extra else None
-            if n_extra:  # the extra rows leave the selection and the margin
-                rows = rows[:len(rows) - n_extra]
-                offered[:] = False
+            self._scope = _ForwardScope()
+            try:
+                te = time.perf_counter()
+                rows = rows_of()
+                t1 = time.perf_counter()
+                cached = self._predictions(problem)
+                p0 = cached[0]   # the model's (member 0's) predictions: a view, filled in place
+                offered = np.zeros(len(p0), dtype=bool)
                 offered[rows] = True
                 distinct = int(offered.sum())
-            scores = all_scores[:len(rows)]
-            dscores = scored[offered].astype(np.float64) if distinct < len(rows) else scores
+                feats = _Features(self._table, problem)
+                if self._pf is not None:   # the ATen extra rows are candidates, as in predict mode
+                    scored, hit, t2, t3 = self._prefiltered(
+                        problem, cached, rows if distinct == len(rows) else _first_offered(rows), feats, t1)
+                else:
+                    missing = rows[np.isnan(p0[rows])]
+                    t2 = t3 = t1
+                    if len(missing):
+                        # a config offered twice is forwarded once, in first-offered order (the batch
+                        # the reference forwards)
+                        todo = _first_offered(missing) if distinct < len(rows) else missing
+                        x = feats(todo)
+                        t2 = time.perf_counter()
+                        p0[todo] = self._forward(x)
+                        t3 = time.perf_counter()
+                    hit = not len(missing)
+                    scored = p0
+                    if self.model.others:  # an ensemble (the ATen extra rows are candidates, as in predict mode)
+                        cand = rows if distinct == len(rows) else _first_offered(rows)
+                        scored = np.full(len(p0), np.nan, dtype=np.float32)
+                        scored[cand], ran = self._cascade(problem, cached, cand, feats)
+                        if ran:  # the members' features and forwards count as forward time
+                            hit, t3 = False, time.perf_counter()
+                all_scores = scored[rows].astype(np.float64)
+                extra = all_scores[len(rows) - n_extra:] if n_extra else None
+                if n_extra:  # the extra rows leave the selection and the margin
+                    rows = rows[:len(rows) - n_extra]
+                    offered[:] = False
+                    offered[rows] = True
+                    distinct = int(offered.sum())
+                scores = all_scores[:len(rows)]
+                dscores = scored[offered].astype(np.float64) if distinct < len(rows) else scores
+            finally:
+                scope, self._scope = self._scope, None
+                scope.close()
         kept = select_array(scores, opts)
-        margin = margin_of_distinct(dscores)
+        if dscores is scores and len(kept) >= 2:
+            # every offered config distinct: the two lowest scores are the first two kept
+            # (select_array's stable order), what margin_of_distinct's partition finds
+            margin = math.expm1(min(float(scores[kept[1]]) - float(scores[kept[0]]), MAX_LOG_MARGIN))
+        else:
+            margin = margin_of_distinct(dscores)
         t4 = time.perf_counter()
         return Ranking(scores, kept, margin, hit, 0.0 if hit else t3 - t1,
                        {"extract": te - t0, "keys": t1 - te, "features": t2 - t1, "forward": t3 - t2,
