@@ -376,6 +376,7 @@ def _single_model(shipped_model: pathlib.Path, out: pathlib.Path) -> pathlib.Pat
     first = [[t[0][len("members.0."):], *t[1:]] for t in tensors if t[0].startswith("members.0.")]
     (out / "weights.msgpack").write_bytes(msgpack.packb([magic, version, first], use_bin_type=True))
     del arch["members"], arch["cascade"]
+    arch.pop("prefilter", None)   # an ensemble's pre-filter goes with it (its tensors are not member 0's)
     j["training"] = j["training"]["ensemble"][0]
     (out / "model.json").write_text(json.dumps(j))
     return out
@@ -573,6 +574,19 @@ def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
 
 
 
+def _without_prefilter(model: pathlib.Path) -> None:
+    """The ensemble in `model` (model.json + weights.msgpack) without its pre-filter, in place:
+    what the package shipped before its ensembles had one."""
+    import msgpack
+    j = json.loads((model / "model.json").read_text())
+    j["architecture"].pop("prefilter", None)
+    j["training"].pop("prefilter", None)
+    (model / "model.json").write_text(json.dumps(j))
+    magic, version, tensors = msgpack.unpackb((model / "weights.msgpack").read_bytes())
+    kept = [t for t in tensors if not t[0].startswith("prefilter.")]
+    (model / "weights.msgpack").write_bytes(msgpack.packb([magic, version, kept], use_bin_type=True))
+
+
 def test_release_script_add_prefilter_joins_one_to_the_shipped_ensemble(tmp_path):
     """--add-prefilter H,B,K: one training (the pre-filter, with --seed and the recipe's
     --train-args but its own width and depth), joined to the shipped ensemble as it is
@@ -586,6 +600,7 @@ def test_release_script_add_prefilter_joins_one_to_the_shipped_ensemble(tmp_path
     shipped = _release_inputs(tmp_path)
     before = _shipped_version(shipped)
     old = shipped / H100 / str(before)
+    _without_prefilter(old)
     old_arch = json.loads((old / "model.json").read_text())["architecture"]
     _, _, before_t = msgpack.unpackb((old / "weights.msgpack").read_bytes())  # the release replaces `old`
     assert old_arch["members"] > 1 and "prefilter" not in old_arch  # the shipped ensemble
@@ -616,6 +631,10 @@ def test_release_script_add_prefilter_joins_one_to_the_shipped_ensemble(tmp_path
                      (("--add-prefilter", "16,1"), "HIDDEN,BLOCKS,KEEP")):
         r = _run_release(tmp_path, keys, build, shipped, args=bad)
         assert r.returncode == 2 and why in r.stderr, r.stderr
+    # an ensemble that has a pre-filter already (what was just shipped) gets no second one
+    r = _run_release(tmp_path, keys, build, shipped, args=("--add-prefilter", "16,1,64"))
+    assert r.returncode == 1 and "already has a pre-filter" in r.stderr, r.stderr
+    assert [p.name for p in (shipped / H100).iterdir()] == [nxt.name], r.stderr
     # a shipped single model has no members to keep: that hardware fails, its bundle stays
     single = tmp_path / "single-shipped"
     _single_model(nxt, single / H100 / str(before + 1))
