@@ -39,7 +39,10 @@ def extract_base(rev: str, dest: str) -> None:
     """python/torch_diode at `rev` as dest/torch_diode_base (its imports are relative)."""
     archive = os.path.join(dest, "base.tar")
     with open(archive, "wb") as f:
-        subprocess.run(["git", "-C", ROOT, "archive", rev, "python/torch_diode"], stdout=f, check=True)
+        r = subprocess.run(["git", "-C", ROOT, "archive", rev, "python/torch_diode"], stdout=f,
+                           stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"hook_rank_ab: cannot take python/torch_diode at {rev!r}: {r.stderr.strip()}")
     with tarfile.open(archive) as t:
         t.extractall(dest, filter="data")
     shutil.move(os.path.join(dest, "python", "torch_diode"), os.path.join(dest, "torch_diode_base"))
