@@ -294,6 +294,18 @@ def test_cascade_scores_function():
                                                                           False]
 
 
+def assert_rankers_agree(fast: Ranker, ref: ReferenceRanker, problem, cfgs, opts: Options):
+    """The fast Ranker and the ReferenceRanker rank `cfgs` alike: the same scores, kept
+    indices, margin and score(); returns the fast result and the reference's scores."""
+    r = fast.rank(problem, cfgs, opts)
+    scores, kept, margin = ref.rank(problem, cfgs, opts)
+    assert r.scores.tolist() == scores
+    assert r.kept == kept
+    assert r.margin == margin
+    assert fast.score(problem, cfgs)[0] == ref.score(problem, cfgs)[0]
+    return r, scores
+
+
 def test_ranker_equals_reference_for_an_ensemble(tmp_path, triton_configs):
     m = load_model_dir(write_ensemble_dir(tmp_path / "m", member_weights(3), cascade=12))
     opts = Options(top_k=5, threshold=0.05, max_kept=16)
@@ -304,12 +316,7 @@ def test_ranker_equals_reference_for_an_ensemble(tmp_path, triton_configs):
         part = rng.sample(triton_configs, 300) + ATEN[1:2]
         part.append(part[0])   # a config offered twice: one candidate
         for cfgs in (part, every, every):   # then a partial cache hit, then a full one
-            r = fast.rank(p, cfgs, opts)
-            scores, kept, margin = ref.rank(p, cfgs, opts)
-            assert r.scores.tolist() == scores
-            assert r.kept == kept
-            assert r.margin == margin
-            assert fast.score(p, cfgs)[0] == ref.score(p, cfgs)[0]
+            r, scores = assert_rankers_agree(fast, ref, p, cfgs, opts)
         assert r.cache_hit
         below = [v < CASCADE_OFFSET / 2 for v in scores]
         assert 12 <= sum(below) <= 12 + len(ATEN) and all(below[-len(ATEN):])   # ATen: always the mean

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 
 from test_hook_model import random_weights  # noqa: E402
 from test_hook_rank_fast import exhaustive  # noqa: E402,F401  (a fixture)
-from test_model_members import (ATEN, INPUTS, PROBLEMS, doc_forward, member_weights, packed,  # noqa: E402
-                                write_ensemble_dir)
+from test_model_members import (ATEN, INPUTS, PROBLEMS, assert_rankers_agree, doc_forward,  # noqa: E402
+                                member_weights, packed, write_ensemble_dir)
 from torch_diode import wire  # noqa: E402
 from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker, config_key  # noqa: E402
 from torch_diode.model import (CASCADE_OFFSET, MAX_KEEP, PREFILTER_OFFSET, ModelFormatError,  # noqa: E402
@@ -299,12 +299,7 @@ def test_ranker_equals_reference_with_a_prefilter(tmp_path, exhaustive):
         part.insert(5, part[10])
         other = rng.sample(exhaustive, 90) + ATEN[:1]   # re-offered with another list
         for cfgs in (part, every, every, other, part):   # partial cache hit, full hit, another list, back
-            r = fast.rank(p, cfgs, opts)
-            scores, kept, margin = ref.rank(p, cfgs, opts)
-            assert r.scores.tolist() == scores
-            assert r.kept == kept
-            assert r.margin == margin
-            assert fast.score(p, cfgs)[0] == ref.score(p, cfgs)[0]
+            r, scores = assert_rankers_agree(fast, ref, p, cfgs, opts)
             n = len(dict.fromkeys(cfgs))
             in_p = [v < (CASCADE_OFFSET + PREFILTER_OFFSET) / 2 for v in dict(zip(cfgs, scores)).values()]
             n_aten = sum(is_aten_template(c.template) for c in dict.fromkeys(cfgs))
