@@ -3,14 +3,17 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -21,6 +24,94 @@
 namespace diode::fleet {
 
 namespace {
+
+// hardware.device_name is a regular expression that a requester writes and that
+// the coordinator (REGISTER) and the hub (every new hardware fingerprint) match
+// against device names that workers and contributors send. libstdc++'s default
+// std::regex matcher backtracks, recursively: "(.*)*x" or ".*.*.*.*.*.*.*x" take
+// exponential time against a 96-character device name (the fleet hangs), and
+// counted repetition ("(?:){30000}", "(a?){15000}x") builds up to 100,000 states
+// that take seconds to compile and to match. So a pattern is bounded (length, no
+// {n,m}, no back-references) and compiled in libstdc++'s polynomial mode: its
+// breadth-first matcher takes time linear in the pattern's states per character.
+constexpr size_t kMaxDevicePatternLen = 128;
+#if defined(__GLIBCXX__)
+constexpr std::regex::flag_type kDevicePatternFlags =
+    std::regex::ECMAScript | std::regex::icase | std::regex_constants::__polynomial;
+#else
+#error "device_name patterns rely on libstdc++'s polynomial-time std::regex mode (regex_constants::__polynomial)"
+#endif
+
+// The compiled pattern, or nullopt with the reason in `why`.
+std::optional<std::regex> compile_device_pattern(const std::string& p, std::string* why) {
+  auto fail = [&](std::string w) -> std::optional<std::regex> {
+    if (why) *why = std::move(w);
+    return std::nullopt;
+  };
+  if (p.empty()) return fail("empty pattern");
+  if (p.size() > kMaxDevicePatternLen)
+    return fail("longer than " + std::to_string(kMaxDevicePatternLen) + " characters");
+  if (p.find('{') != std::string::npos)
+    return fail("'{' is not allowed: counted repetition ({n}, {n,m}) is not supported in device_name patterns");
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    if (p[i] != '\\') continue;
+    if (p[i + 1] >= '1' && p[i + 1] <= '9')
+      return fail("back-references (\\1 to \\9) are not supported in device_name patterns");
+    ++i;  // an escaped character, '\\' included
+  }
+  try {
+    return std::regex(p, kDevicePatternFlags);
+  } catch (const std::regex_error& e) {
+    return fail(std::string("invalid regular expression: ") + e.what());
+  }
+}
+
+// The offset of the first byte that does not start a valid UTF-8 sequence (no overlong
+// forms, no surrogates, at most U+10FFFF), or npos. Manifests are stored and shown as
+// JSON (manifest_fields, the coordinator's store), whose serializer throws on invalid
+// UTF-8: such bytes are refused here instead (found by tests/fuzz/fuzz_manifest).
+size_t first_invalid_utf8(std::string_view s) {
+  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (s.size() - i <= n) return i;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
+// `s` with every byte that is not valid UTF-8 written as \xNN (for error messages,
+// which quote the manifest's keys and values).
+std::string printable_utf8(std::string_view s) {
+  std::string out;
+  for (size_t bad; (bad = first_invalid_utf8(s)) != std::string_view::npos; s.remove_prefix(bad + 1)) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(s[bad])));
+    out.append(s.substr(0, bad)).append(hex);
+  }
+  return out.append(s);
+}
 
 std::string join_errors(const std::vector<std::string>& errors) {
   std::string out;
@@ -37,9 +128,13 @@ class Checker {
   void error(const YAML::Mark& mark, const std::string& field, const std::string& msg) {
     std::string where = file_;
     if (!mark.is_null()) where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-    errors_.push_back(where + ": " + field + ": " + msg);
+    errors_.push_back(printable_utf8(where + ": " + field + ": " + msg));
   }
-  void error(const YAML::Node& n, const std::string& field, const std::string& msg) { error(n.Mark(), field, msg); }
+  // A node that is absent (n["missing"]) has no position: yaml-cpp throws from
+  // Mark() and from every type query on such a node, so neither is asked.
+  void error(const YAML::Node& n, const std::string& field, const std::string& msg) {
+    error(n.IsDefined() ? n.Mark() : YAML::Mark::null_mark(), field, msg);
+  }
 
   // A mapping whose keys are all in `allowed`; `required` keys must be present.
   bool mapping(const YAML::Node& n, const std::string& path, const std::set<std::string>& allowed,
@@ -58,14 +153,30 @@ class Checker {
   }
 
   bool scalar(const YAML::Node& n, const std::string& path, const char* want) {
+    if (!n.IsDefined()) {
+      error(n, path, "missing");
+      return false;
+    }
     if (n.IsScalar()) return true;
     error(n, path, std::string("expected ") + want);
     return false;
   }
 
+  // A string of at most max_len characters. A longer one is an error, and only
+  // its first max_len characters come back, so that no later check (a regular
+  // expression among them) ever runs on an unbounded string.
   std::string str(const YAML::Node& n, const std::string& path, size_t max_len = 256) {
     if (!scalar(n, path, "a string")) return {};
-    if (n.Scalar().size() > max_len) error(n, path, "longer than " + std::to_string(max_len) + " characters");
+    if (n.Scalar().size() > max_len) {
+      error(n, path, "longer than " + std::to_string(max_len) + " characters");
+      return n.Scalar().substr(0, max_len);
+    }
+    // The whole text is checked before parsing; this is for what escapes in quoted
+    // scalars make (yaml-cpp refuses escaped surrogates today).
+    if (first_invalid_utf8(n.Scalar()) != std::string_view::npos) {
+      error(n, path, "not valid UTF-8");
+      return {};
+    }
     return n.Scalar();
   }
 
@@ -253,6 +364,20 @@ class DuplicateKeyFinder : public YAML::EventHandler {
   std::vector<Frame> stack_;
 };
 
+// Where a second YAML document starts; nothing else.
+struct SecondDocument : YAML::EventHandler {
+  YAML::Mark mark = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& m) override { mark = m; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
   if (!c.mapping(n, "hardware", {"vendor", "device_name", "compute_capability", "min_memory_gib", "key"},
                  {"device_name"}))
@@ -262,12 +387,13 @@ void parse_hardware(Checker& c, const YAML::Node& n, HardwareMatch& hw) {
     if (hw.vendor != "nvidia" && hw.vendor != "amd" && hw.vendor != "cpu")
       c.error(n["vendor"], "hardware.vendor", "'" + hw.vendor + "' is not one of amd, cpu, nvidia");
   }
-  hw.device_pattern = c.str(n["device_name"], "hardware.device_name");
-  if (hw.device_pattern.empty()) c.error(n["device_name"], "hardware.device_name", "empty pattern");
-  try {
-    std::regex re(hw.device_pattern, std::regex::ECMAScript | std::regex::icase);
-  } catch (const std::regex_error& e) {
-    c.error(n["device_name"], "hardware.device_name", std::string("invalid regular expression: ") + e.what());
+  if (const auto& dn = n["device_name"]) {  // missing: reported by mapping() above
+    hw.device_pattern = c.str(dn, "hardware.device_name", kMaxDevicePatternLen);
+    std::string why;
+    // A pattern that is too long is already reported, and is not compiled.
+    if (dn.IsScalar() && dn.Scalar().size() <= kMaxDevicePatternLen &&
+        !compile_device_pattern(hw.device_pattern, &why))
+      c.error(dn, "hardware.device_name", why);
   }
   if (const auto& cc = n["compute_capability"]) {
     if (cc.IsScalar()) {
@@ -332,6 +458,7 @@ void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
   if (!c.mapping(n, path, {"distribution", "m", "n", "k", "round_to", "min", "max", "shapes", "batch", "list"},
                  {"distribution"}))
     return;
+  if (!n["distribution"]) return;  // reported by mapping() above
   std::string dist = c.str(n["distribution"], path + ".distribution");
   constexpr uint64_t kMaxDim = 1ull << 31;
   if (n["batch"]) s.batches = c.dims(n["batch"], path + ".batch", 1, 1 << 20);
@@ -460,6 +587,13 @@ ManifestError::ManifestError(std::vector<std::string> errors)
     : std::runtime_error(join_errors(errors)), errors_(std::move(errors)) {}
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    const size_t nl = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+    const size_t column = bad - (nl == std::string::npos ? 0 : nl + 1) + 1;
+    const auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n') + 1;
+    throw ManifestError({printable_utf8(path) + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                         ": (yaml): not valid UTF-8 (a manifest is UTF-8 text)"});
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -472,9 +606,14 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     std::istringstream in(text);
     YAML::Parser parser(in);
     DuplicateKeyFinder dups(c);
+    // The manifest is the first document (all that YAML::Load reads); a second one is
+    // refused rather than ignored. No loop over documents: yaml-cpp 0.7 never gets past
+    // a stray ',' at document level, and HandleNextDocument returns an empty document
+    // for it forever (found by tests/fuzz/fuzz_manifest: the input "," hung the parser).
+    SecondDocument second;
     try {
-      while (parser.HandleNextDocument(dups)) {
-      }
+      if (parser.HandleNextDocument(dups) && parser.HandleNextDocument(second))
+        c.error(second.mark, "(yaml)", "more than one YAML document (a manifest is one document)");
     } catch (const YAML::Exception&) {
       // YAML::Load above parsed the same text; nothing new to report.
     }
@@ -533,11 +672,9 @@ bool hardware_matches(const HardwareMatch& m, const HardwareId& h) {
     for (const auto& cc : m.compute_capabilities) any = any || cc == h.compute_capability || cc == h.arch;
     if (!any) return false;
   }
-  try {
-    return std::regex_search(h.device_name, std::regex(m.device_pattern, std::regex::ECMAScript | std::regex::icase));
-  } catch (const std::regex_error&) {
-    return false;  // validated at load; never match on a broken pattern
-  }
+  // Validated at load; a pattern that is not (from an older store) never matches.
+  const auto re = compile_device_pattern(m.device_pattern, nullptr);
+  return re && std::regex_search(h.device_name, *re);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // follows the documented distribution.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "diode/hardware.h"
@@ -201,6 +202,113 @@ TEST(Manifest, DuplicateKeysAreRefused) {
 
   // Equal values under different keys are fine; aliases are not expanded.
   EXPECT_TRUE(errors_of(std::string(kGood) + "priority: &p 5\nmax_attempts: *p\n").empty());
+}
+
+// Found by tests/fuzz/fuzz_manifest: a required field that is missing was reported, and then
+// read anyway, and yaml-cpp threw YAML::InvalidNode out of parse_manifest (no file:line, no
+// ManifestError).
+TEST(Manifest, MissingRequiredFieldsAreManifestErrors) {
+  std::string shapes = kGood;
+  const std::string lognormal = "shapes:\n    distribution: lognormal\n";
+  shapes.replace(shapes.find(lognormal), lognormal.size(), "shapes: {}\n");
+  auto errs = errors_of(shapes);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:13:11: sweep.shapes.distribution: missing required field");
+
+  std::string hw = kGood;
+  const std::string device = "  device_name: \"H100\"\n";
+  hw.replace(hw.find(device), device.size(), "  vendor: nvidia\n");
+  errs = errors_of(hw);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:5:3: hardware.device_name: missing required field");
+}
+
+// Found by tests/fuzz/fuzz_manifest: the one-byte manifest "," hung parse_manifest (yaml-cpp
+// 0.7 returns an empty document for it forever, and every document was scanned for
+// duplicate keys). Only the first document is read, and a second one is refused.
+TEST(Manifest, OneYamlDocument) {
+  auto errs = errors_of(",");
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(errs[0], "m.yaml:1:1: (yaml): more than one YAML document (a manifest is one document)");
+  EXPECT_EQ(errs[1], "m.yaml:1:1: : expected a mapping");
+
+  errs = errors_of(std::string(kGood) + "---\npriority: 5\n");
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:15:1: (yaml): more than one YAML document (a manifest is one document)");
+  EXPECT_TRUE(errors_of("---\n" + std::string(kGood) + "...\n").empty());
+}
+
+// Found by tests/fuzz/fuzz_manifest: a byte that is not UTF-8 in a value (here 0x94 in
+// device_name) passed, and manifest_fields(m).dump() (the coordinator's store) threw
+// nlohmann's type_error 316.
+TEST(Manifest, TextMustBeUtf8) {
+  std::string bad = kGood;
+  bad.replace(bad.find("\"H100\""), 6, "\"H\x94" "100\"");
+  auto errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:5:18: (yaml): not valid UTF-8 (a manifest is UTF-8 text)");
+  // Overlong forms, surrogates and truncated sequences too; real UTF-8 is fine.
+  for (const char* b : {"\xc0\xa0", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80"})
+    EXPECT_EQ(errors_of(std::string(kGood) + "# " + b + "\n").size(), 1u) << b;
+  EXPECT_TRUE(errors_of(std::string(kGood) + "# H\xe2\x82\xac \xf0\x9f\x98\x80\n").empty());
+}
+
+namespace {
+std::string with_hardware(const std::string& device_name, const std::string& cc = "9.0") {
+  std::string m = kGood;
+  const std::string rules = "  device_name: \"H100\"\n  compute_capability: \"9.0\"\n";
+  m.replace(m.find(rules), rules.size(),
+            "  device_name: '" + device_name + "'\n  compute_capability: '" + cc + "'\n");
+  return m;
+}
+}  // namespace
+
+// hardware.device_name is a requester's regular expression matched against device names
+// that workers and contributors send (REGISTER, hub ingest). libstdc++'s default matcher
+// backtracks: "(.*)*Z" against 96 'a's ran for hours, and a 30,000-digit
+// compute_capability blew the stack of its check. Patterns are now bounded and matched
+// in polynomial time.
+TEST(Manifest, DeviceNamePatternsAreBounded) {
+  diode::HardwareId h;
+  h.vendor = "nvidia";
+  h.device_name = std::string(96, 'a');  // the longest plausible name
+  h.compute_capability = "9.0";
+  h.memory_bytes = 85520809984ull;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const char* p : {"(.*)*Z", "(a|a)*(a|a)*(a|a)*Z", ".*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*Z"}) {
+    Manifest m = parse_manifest(with_hardware(p), "m.yaml");
+    EXPECT_FALSE(hardware_matches(m.hardware, h)) << p;
+    EXPECT_TRUE(hardware_matches(m.hardware, [&] {
+      auto z = h;
+      z.device_name += "Z";
+      return z;
+    }())) << p;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  // Ordinary patterns keep working (case-insensitive search).
+  h.device_name = "NVIDIA H100 80GB HBM3";
+  EXPECT_TRUE(hardware_matches(parse_manifest(with_hardware("^nvidia h1[02]0( |$)"), "m.yaml").hardware, h));
+
+  auto errs = errors_of(with_hardware("(?:a?){15000}Z"));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("m.yaml:5:16: hardware.device_name: '{' is not allowed: counted repetition"),
+            std::string::npos) << errs[0];
+  errs = errors_of(with_hardware("(H)\\1"));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("hardware.device_name: back-references"), std::string::npos) << errs[0];
+  errs = errors_of(with_hardware(std::string(129, 'H')));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], "m.yaml:5:16: hardware.device_name: longer than 128 characters");
+  errs = errors_of(with_hardware("("));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].find("hardware.device_name: invalid regular expression"), std::string::npos) << errs[0];
+
+  // Over-long strings are cut before any further check (the regex of compute_capability
+  // recursed once per character).
+  errs = errors_of(with_hardware("H100", std::string(30000, '1')));
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(errs[0], "m.yaml:6:23: hardware.compute_capability: longer than 16 characters");
+  EXPECT_NE(errs[1].find("'1111111111111111' is not like 9.0"), std::string::npos) << errs[1];
 }
 
 // `distribution: problems`: whole problems (layout, bias, batch) listed in order, as the
