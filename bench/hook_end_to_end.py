@@ -963,6 +963,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
             if ds and m != "collector":
                 note = (f"hook calls {ds.get('calls')}, kept {ds.get('configs_kept')}/{ds.get('configs_seen')}"
                         + (f", predicted {json.dumps(ds.get('predicted'))}" if m in PREDICT_MODES else "")
+                        + (f", GEMV {json.dumps(ds.get('gemv'))}" if ds.get("gemv") else "")
                         + (f", passthrough {json.dumps(ds.get('passthrough'))}" if ds.get("passthrough") else "")
                         + (f", fallbacks {json.dumps(ds.get('fallbacks'))}" if ds.get("fallbacks") else "")
                         + (f"; {note}" if note else ""))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from ..model import LoadedModel, ModelFormatError, load_model_dir
-from . import compat, contribute, detect, sources
+from . import compat, contribute, detect, gemv, sources
 from .choices import ChoicesFactory, DiodeChoicesMixin, HookState
 from .ranking import Options, Ranker
 from .stats import CallRecord, Stats
@@ -345,6 +345,11 @@ def current_state() -> HookState:
         return _state if _state is not None else HookState(None, _options, _stats)
 
 
+def active_state() -> HookState | None:
+    """The installed hook's state, None when the hook is not installed."""
+    return _state
+
+
 # ---------------------------------------------------------------- install / uninstall
 
 def install(model: str | None = None, *, force: bool = False, **options: Any) -> bool:
@@ -420,6 +425,11 @@ def _activate(state: HookState, force: bool = False) -> None:
         compat.set_thread_handler(factory())
         _install = _InstallRecord("thread", None, prior_thread, factory, force)
     _state = state
+    # Predict mode's GEMV reductions need Inductor's mm decomposition wrapped (once per
+    # process; the wrapper passes through whenever the hook is not installed in predict mode).
+    if (state.options.mode == "predict" and state.options.gemv_reduction and state.gemv_table is not None
+            and not gemv.install_decomposition()):
+        log.info("torch_diode: this torch has no aten.mm decomposition to wrap; no GEMV reductions")
     log.info("torch_diode: installed (%s) model=%s", _install.mode,
              state.model_path or f"none ({state.no_model_reason})")
 

@@ -28,7 +28,7 @@ from typing import Any
 from .. import __version__
 from .. import inductor_compat as ic
 from ..wire import OPS
-from . import compat, contribute, extract
+from . import compat, contribute, extract, gemv
 from .ranking import DEFAULT_ATEN_MARGIN, Options, Ranker, config_key
 from .stats import CallRecord, Stats
 
@@ -45,6 +45,15 @@ class HookState:
         self.stats = stats or Stats()
         self.no_model_reason = no_model_reason
         self._warned: set[str] = set()
+        self._gemv_table: Any = gemv  # not looked up yet (the module itself marks that)
+
+    @property
+    def gemv_table(self):
+        """This hardware's GEMV launch-config table (hook/gemv.py), or None."""
+        if self._gemv_table is gemv:
+            from . import api
+            self._gemv_table = gemv.load_table(api.get_detected_hardware().get("hardware_key"))
+        return self._gemv_table
 
     @property
     def model_id(self) -> str:
@@ -68,7 +77,10 @@ class HookState:
     def uuid(self) -> str:
         # Inductor's FX-graph cache key: a different model or different options must
         # never reuse a graph compiled with another selection.
-        return f"torch_diode:{__version__}:{self.model_id[:32]}:{self.options.key()}"
+        # The GEMV table changes what predict mode compiles for M = 1 / N = 1 mm too.
+        table = self.gemv_table if self.options.mode == "predict" and self.options.gemv_reduction else None
+        return (f"torch_diode:{__version__}:{self.model_id[:32]}:{self.options.key()}"
+                f":{table.digest if table else 'nogemv'}")
 
     def warn_once(self, reason: str, detail: str) -> None:
         if reason not in self._warned:
@@ -369,6 +381,11 @@ def choices_class(base: type | None = None) -> type:
     def finalize(self, parent, args, kwargs):
         return self._diode_finalize(args, kwargs)
 
+    def triton_kernel_kwargs(self, kernel_cls, features, groups, kernel_kwargs):
+        # Inductor's hook for fixed launch configs: predict mode's planned GEMV reductions
+        kw = base.triton_kernel_kwargs(self, kernel_cls, features, groups, kernel_kwargs)
+        return gemv.fixed_config_kwargs(features, groups, kernel_cls, kw)
+
     def __init__(self, state: HookState | None = None):
         base.__init__(self)
         if state is None:  # built by Inductor from the class itself: use the active state
@@ -376,8 +393,11 @@ def choices_class(base: type | None = None) -> type:
             state = api.current_state()
         self._diode_state = state
 
+    namespace = {"__init__": __init__, "__module__": __name__}
+    if hasattr(base, "triton_kernel_kwargs"):   # absent before torch 2.10: no GEMV reductions
+        namespace["triton_kernel_kwargs"] = triton_kernel_kwargs
     cls = ic.choices_subclass(finalize, base, name="DiodeInductorChoices", mixins=(DiodeChoicesMixin,),
-                              namespace={"__init__": __init__, "__module__": __name__})
+                              namespace=namespace)
     _CLASS_CACHE[base] = cls
     return cls
 
@@ -409,7 +429,8 @@ class ChoicesFactory:
 def _options_dict(o: Options) -> dict:
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode}
+            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut,
+            "gemv_reduction": o.gemv_reduction}
 
 
 def _rebuild_factory(model_path: str | None, options: dict, uuid: str) -> ChoicesFactory:

@@ -113,6 +113,9 @@ class Options:
     # (model.json selection.aten_margin), else DEFAULT_ATEN_MARGIN (HookState.aten_margin)
     aten_margin: float | None = None
     aten_shortcut: bool = DEFAULT_ATEN_SHORTCUT  # topk mode: ATen alone when predict mode would pick it
+    # predict mode: an M = 1 / N = 1 mm becomes Inductor's reduction with the launch config of
+    # this hardware's measured table, where that table says it beats cuBLAS (hook/gemv.py)
+    gemv_reduction: bool = True
 
     def __post_init__(self):
         if not isinstance(self.top_k, int) or self.top_k < 1:
@@ -145,11 +148,13 @@ class Options:
                              f"Triton only when predicted more than 10% faster than ATen), got {self.aten_margin!r}")
         if not isinstance(self.aten_shortcut, bool):
             raise ValueError(f"aten_shortcut must be a bool, got {self.aten_shortcut!r}")
+        if not isinstance(self.gemv_reduction, bool):
+            raise ValueError(f"gemv_reduction must be a bool, got {self.gemv_reduction!r}")
 
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
                 f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}"
-                f"-c{int(self.aten_shortcut)}")
+                f"-c{int(self.aten_shortcut)}-g{int(self.gemv_reduction)}")
 
 
 def select(scores: list[float], opts: Options) -> list[int]:

@@ -52,10 +52,17 @@ class Stats:
             self.margin_count = 0
             self.predicted: Counter[str] = Counter()  # predict mode: what was handed to Inductor
             self.predict_retries = 0  # predict mode: best choices that did not build
+            # predict mode, M = 1 / N = 1 mm: "reduction" (the table's launch config) or
+            # "cublas_or_model" (the table said the reduction does not win; the GEMM path stays)
+            self.gemv: Counter[str] = Counter()
 
     def count_predict_retry(self) -> None:
         with self._lock:
             self.predict_retries += 1
+
+    def count_gemv(self, outcome: str) -> None:
+        with self._lock:
+            self.gemv[outcome] += 1
 
     def count_load_failure(self, reason: str) -> None:
         with self._lock:
@@ -110,6 +117,8 @@ class Stats:
                 # that did not build so that the next best was used
                 "predicted": dict(self.predicted),
                 "predict_retries": self.predict_retries,
+                # predict mode, M = 1 / N = 1 mm planned by hook/gemv.py: "reduction" or "cublas_or_model"
+                "gemv": dict(self.gemv),
                 # Totals under the names torch-diode 0.1.1 users look for (docs/hook.md):
                 # `total_predictions` is GEMMs whose configs the model chose (= model_selections),
                 # `total_fallbacks` the sum of `fallbacks` over reasons, `total_calls` = calls,

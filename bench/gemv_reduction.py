@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Measures the GEMV table of predict mode's reduction candidate (hook/gemv.py) on a GPU,
+then checks the hook's use of it on shapes the table does not hold, side by side with
+cuBLAS and with coordinate descent.
+
+    PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/gemv_reduction.py --out $OUT
+
+Phase 1 (the table): for each (dtype, outputs N, K) of TABLE_GRID (M = 1, F.linear, the
+weight's K contiguous: layout "inner"), cuBLAS's GPU time, then every launch config of
+CONFIGS compiled through the hook itself (predict mode, a one-entry table naming that
+config) and timed. The fastest config of each shape, its time and cuBLAS's are the table,
+written as $OUT/<hardware key>.json, the format hook/gemv.py reads; every config's time
+goes to gemv-results.json (so the lookup rule can be judged on the CPU, leave-one-out).
+Coordinate descent's own pick is not used: it times with the weight warm in L2 (its
+benchmark repeats one call), and on the first H200 run (2026-11-28) its picks lost to
+cuBLAS on 6 of 40 grid shapes where a measured config won.
+
+Phase 2 (held out): for EVAL shapes, none of them in the grid (among them issue 20's M = 1
+workloads l3_gate_m1 and l3_q_m1), side by side: cuBLAS, plain torch.compile,
+coordinate descent (compile time + GPU time), and torch_diode predict mode with the
+phase-1 table (compile time + GPU time + whether its reduction kernel carries the fixed
+config). Results: $OUT/gemv-results.json and a table on stdout.
+
+GPU time: a CUDA graph of one call per weight copy, the copies together 3x the L2 (so the
+weight comes from HBM, as in a decode step), timed with CUDA events, median of 15 replays,
+divided by the calls in the graph.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+TABLE_GRID_N = (1536, 3072, 6144, 12288, 24576)
+TABLE_GRID_K = (1536, 3072, 6144, 12288)
+DTYPES = ("float16", "bfloat16")
+# The launch configs coordinate descent chose on the first H200 run (XBLOCK 1-4, R0_BLOCK
+# 512-4096, 4-16 warps, one stage), as a grid.
+CONFIGS = tuple({"XBLOCK": x, "R0_BLOCK": r, "num_warps": w, "num_stages": 1}
+                for x in (1, 2, 4) for r in (1024, 2048, 4096) for w in (8, 16)) + (
+    {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 1},
+    {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 8, "num_stages": 1},
+    {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 4, "num_stages": 1},
+    {"XBLOCK": 1, "R0_BLOCK": 4096, "num_warps": 4, "num_stages": 1})
+EVAL = (  # (name, dtype, N, K): none on the grid
+    ("l3_gate_m1", "float16", 14336, 4096),
+    ("l3_q_m1", "bfloat16", 4096, 4096),
+    ("l3_gate_m1_bf16", "bfloat16", 14336, 4096),
+    ("l3_q_m1_fp16", "float16", 4096, 4096),
+    ("l3_down_m1", "float16", 4096, 14336),
+    ("l3_kv_m1", "bfloat16", 1024, 4096),
+    ("l2_up_m1", "float16", 11008, 4096),
+    ("l70_q_m1", "bfloat16", 8192, 8192),
+    ("l70_up_m1", "bfloat16", 28672, 8192),
+    ("l70_down_m1", "float16", 8192, 28672),
+    ("small_2048", "float16", 2048, 2048),
+    ("vit_fc1_m1", "float16", 3072, 768),
+)
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def make_inputs(torch, dtype, n, k):
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    wbytes = n * k * torch.tensor([], dtype=dtype).element_size()
+    copies = max(2, min(64, math.ceil(3 * l2 / wbytes)))
+    x = torch.randn(1, k, device="cuda", dtype=dtype)
+    ws = [torch.randn(n, k, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
+    return x, ws
+
+
+def gpu_us(torch, fn, x, ws, reps=15):
+    for w in ws:
+        fn(x, w)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for w in ws:
+            fn(x, w)
+    g.replay()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e) * 1000.0 / len(ws))
+    return statistics.median(out)
+
+
+def compiled(torch, fn, x, w, **patches):
+    """torch.compile(fn) under config patches; returns (compiled fn, first-call seconds, code)."""
+    import torch._dynamo
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
+    torch._dynamo.reset()
+    with config.patch(**patches):
+        c = torch.compile(fn)
+        t0 = time.perf_counter()
+        _, code = run_and_get_code(c, x, w)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    return c, dt, "\n".join(code)
+
+
+def newest_best_config(cache_dir, since):
+    files = [f for f in glob.glob(os.path.join(cache_dir, "**", "*.best_config"), recursive=True)
+             if os.path.getmtime(f) >= since]
+    if not files:
+        return None
+    with open(max(files, key=os.path.getmtime)) as f:
+        raw = json.load(f)
+    r = raw.get("R0_BLOCK", raw.get("RBLOCK"))
+    if r is None or "XBLOCK" not in raw:
+        return None
+    return {"XBLOCK": int(raw["XBLOCK"]), "R0_BLOCK": int(r), "num_warps": int(raw["num_warps"]),
+            "num_stages": int(raw.get("num_stages", 1))}
+
+
+def check(torch, ref, got, dtype):
+    err = (got.float() - ref.float()).norm() / ref.float().norm()
+    return float(err)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=480.0)
+    ap.add_argument("--quick", action="store_true", help="two grid shapes and two eval shapes")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="gemv-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache, "triton"))
+    import torch
+    import torch.nn.functional as F
+    from torch._inductor import config
+    config.fx_graph_cache = False
+    t_start = time.monotonic()
+
+    def left():
+        return a.budget_s - (time.monotonic() - t_start)
+
+    # What this torch offers the hook (2.11 on the GPU machine, 2.13 here)
+    from torch._inductor import choices as ch, decomposition as d
+    api = {"torch": torch.__version__, "triton_kernel_kwargs": hasattr(ch.InductorChoices, "triton_kernel_kwargs"),
+           "mm_decomposition": torch.ops.aten.mm.default in d.decompositions,
+           "fast_random_decomps_cache": hasattr(getattr(d, "fast_random_decomps", None), "cache_clear")}
+    try:
+        from torch._inductor.codegen.triton import FixedTritonConfig  # noqa: F401
+        api["FixedTritonConfig"] = True
+    except ImportError:
+        api["FixedTritonConfig"] = False
+    log("api:", json.dumps(api))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import torch_diode  # noqa: E402  (installs the hook: uninstalled below for the plain runs)
+    hw_key = torch_diode.get_detected_hardware()["hardware_key"]
+    log("hardware:", hw_key, torch.cuda.get_device_name(0))
+
+    torch_diode.uninstall()
+
+    def linear(x, w):
+        return F.linear(x, w)
+
+    from torch_diode.hook import gemv
+    from hook_end_to_end import plain_model_copy, shipped_model_dir
+    shipped = shipped_model_dir(hw_key)
+    model = plain_model_copy(shipped, cache) if shipped else None
+    log("model:", shipped)
+
+    def one_entry_table(dt, n, k, cfg):
+        """Compile through the hook with exactly this config: a one-entry table."""
+        path = os.path.join(cache, "one-entry.json")
+        with open(path, "w") as f:
+            json.dump({"format": gemv.TABLE_FORMAT, "hardware": hw_key, "measured": {"bench": "grid"},
+                       "entries": [{"dtype": dt, "layout": "inner", "n": n, "k": k, "config": cfg,
+                                    "reduction_us": 1.0, "cublas_us": 1000.0}]}, f)
+        return path
+
+    def install(table_path):
+        os.environ["TORCH_DIODE_GEMV_TABLE"] = table_path
+        gemv._tables.clear()
+        torch_diode.install(model, mode="predict", force=True)
+        torch_diode.reset_prediction_stats()
+
+    grid = [(dt, n, k) for dt in DTYPES for n in TABLE_GRID_N for k in TABLE_GRID_K]
+    evals = list(EVAL)
+    configs = CONFIGS
+    if a.quick:
+        grid, evals, configs = grid[:2], evals[:2], CONFIGS[:3]
+    entries, rows, grid_rows = [], [], []
+    for dt, n, k in grid:
+        if left() < 120:
+            log(f"budget: grid stops before {dt} {n}x{k}")
+            break
+        dtype = getattr(torch, dt)
+        x, ws = make_inputs(torch, dtype, n, k)
+        ref = linear(x, ws[0])
+        cublas = gpu_us(torch, linear, x, ws)
+        times, bad = [], []
+        for cfg in configs:
+            install(one_entry_table(dt, n, k, cfg))
+            c, comp_s, code = compiled(torch, linear, x, ws[0], max_autotune_gemm=True)
+            err = check(torch, ref, c(x, ws[0]), dtype)
+            if "fixed_config(" not in code or err > 2e-2:
+                bad.append({"config": cfg, "fixed": "fixed_config(" in code, "err": err})
+                continue
+            times.append((gpu_us(torch, c, x, ws), cfg))
+        torch_diode.uninstall()
+        times.sort(key=lambda t: t[0])
+        grid_rows.append({"dtype": dt, "n": n, "k": k, "cublas_us": cublas, "configs": [
+            {"config": cfg, "us": us} for us, cfg in times], "bad": bad})
+        if times:
+            best_us, best = times[0]
+            entries.append({"dtype": dt, "layout": "inner", "n": n, "k": k, "config": best,
+                            "reduction_us": round(best_us, 3), "cublas_us": round(cublas, 3)})
+            log(f"grid {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {best_us:7.2f} us "
+                f"({cublas / best_us:4.2f}x) worst {times[-1][0]:7.2f} cfg {best} bad {len(bad)}")
+        else:
+            log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
+        del x, ws
+    table = {"format": "torch_diode.gemv_table/1", "hardware": hw_key,
+             "measured": {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
+                          "torch": torch.__version__, "command": "bench/gemv_reduction.py",
+                          "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
+                                    f"config: the fastest of {len(configs)} compiled through the hook"},
+             "entries": entries}
+    table_path = os.path.join(a.out, f"{hw_key}.json")
+    with open(table_path, "w") as f:
+        json.dump(table, f, indent=1)
+    log(f"table: {len(entries)} entries -> {table_path}")
+    with open(os.path.join(a.out, "gemv-results.json"), "w") as f:   # again at the end, with the eval
+        json.dump({"hardware": hw_key, "grid": grid_rows}, f, indent=1)
+
+    for name, dt, n, k in evals:
+        if left() < 25:
+            log(f"budget: eval stops before {name}")
+            break
+        dtype = getattr(torch, dt)
+        x, ws = make_inputs(torch, dtype, n, k)
+        ref = linear(x, ws[0])
+        row = {"name": name, "dtype": dt, "n": n, "k": k, "cublas_us": gpu_us(torch, linear, x, ws)}
+        torch_diode.uninstall()
+        c, row["plain_s"], _ = compiled(torch, linear, x, ws[0])
+        row["plain_us"] = gpu_us(torch, c, x, ws)
+        since = time.time() - 1
+        c, row["cd_s"], _ = compiled(torch, linear, x, ws[0], coordinate_descent_tuning=True)
+        row["cd_us"] = gpu_us(torch, c, x, ws)
+        row["cd_config"] = newest_best_config(cache, since)
+        install(table_path)
+        c, row["diode_s"], code = compiled(torch, linear, x, ws[0], max_autotune_gemm=True)
+        row["diode_us"] = gpu_us(torch, c, x, ws)
+        row["diode_fixed_config"] = "fixed_config(" in code
+        row["diode_gemv"] = torch_diode.get_prediction_stats().get("gemv")
+        row["diode_err"] = check(torch, ref, c(x, ws[0]), dtype)
+        torch_diode.uninstall()
+        rows.append(row)
+        log(f"eval {name:16s} {dt:8s} N={n:6d} K={k:6d} cublas {row['cublas_us']:7.2f} plain {row['plain_us']:7.2f} "
+            f"CD {row['cd_us']:7.2f} ({row['cd_s']:.1f} s) diode {row['diode_us']:7.2f} ({row['diode_s']:.1f} s) "
+            f"fixed={row['diode_fixed_config']} gemv={row['diode_gemv']} err {row['diode_err']:.1e}")
+        del x, ws, c
+    res = {"api": api, "hardware": hw_key, "gpu": torch.cuda.get_device_name(0), "model": shipped,
+           "table": table, "grid": grid_rows, "eval": rows}
+    with open(os.path.join(a.out, "gemv-results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    if rows:
+        def gm(v):
+            return math.exp(sum(math.log(t) for t in v) / len(v))
+        log("\n| shape | dtype | cuBLAS us | CD us | diode us | diode / cuBLAS | diode / CD | compile diode / plain |")
+        log("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            log(f"| {r['name']} | {r['dtype']} | {r['cublas_us']:.2f} | {r['cd_us']:.2f} | {r['diode_us']:.2f} | "
+                f"{r['diode_us'] / r['cublas_us']:.3f} | {r['diode_us'] / r['cd_us']:.3f} | "
+                f"{r['diode_s'] / r['plain_s']:.2f} |")
+        log(f"geomean diode/cuBLAS {gm([r['diode_us'] / r['cublas_us'] for r in rows]):.3f}  "
+            f"diode/CD {gm([r['diode_us'] / r['cd_us'] for r in rows]):.3f}  "
+            f"CD/cuBLAS {gm([r['cd_us'] / r['cublas_us'] for r in rows]):.3f}  "
+            f"compile diode/plain {gm([r['diode_s'] / r['plain_s'] for r in rows]):.2f}  "
+            f"CD/plain {gm([r['cd_s'] / r['plain_s'] for r in rows]):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""Predict mode's third candidate for a GEMM with M = 1 or N = 1: Inductor's own reduction
+with a launch configuration read from a measured table, so nothing is benchmarked.
+
+Why: for a matrix-vector product no GEMM config and no cuBLAS call reaches the time of
+the reduction that max-autotune makes of it (on the H100, 2026-11-28: 43.8 against 49.9 us
+on a 1 x 4096 x 14336 GEMM). Inductor writes that reduction only under
+`coordinate_descent_tuning` (its mm decomposition says the reduction reaches peak
+bandwidth only when tuned), and coordinate descent then benchmarks every Triton kernel of
+the graph: +1.3 s for one GEMM, 2.5x plain's compile on a ViT block.
+
+What this module does, in predict mode only and only where a table for this hardware
+says the reduction beats cuBLAS:
+1. `mm_as_reduction` wraps Inductor's `aten.mm` decomposition. For an M = 1 / N = 1 mm on
+   the GPU whose table entry says so, it calls Inductor's own decomposition with
+   `coordinate_descent_tuning` patched on for that call alone (one definition of the
+   reduction: Inductor's), and remembers (outputs, K) -> the table's launch config.
+2. `fixed_config_kwargs` (called from the handler's `triton_kernel_kwargs`, Inductor's hook
+   "used to apply fixed configurations") gives the reduction kernel of that size a
+   `FixedTritonConfig`: compiled once, never tuned (Inductor skips coordinate descent for
+   fixed configs).
+
+The table (`gemv_tables/<hardware key>.json`, format below) is measured on the GPU by
+`bench/gemv_reduction.py`: for each (dtype, layout, outputs, K) the config coordinate
+descent chose, its GPU time and cuBLAS's. A shape is looked up by its nearest measured
+entry (log2 distance, at most MAX_LOG2_DISTANCE); the reduction is used only where that
+entry's reduction beat cuBLAS by `margin`. Every refusal leaves Inductor's path as it was.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("torch_diode")
+
+TABLE_FORMAT = "torch_diode.gemv_table/1"
+TABLE_DIR = Path(__file__).resolve().parent / "gemv_tables"
+ENV_TABLE = "TORCH_DIODE_GEMV_TABLE"     # a table file to use instead of the shipped one
+DTYPES = ("float16", "bfloat16", "float32")
+LAYOUTS = ("inner", "outer")            # the reduction runs along the matrix's contiguous dim, or across it
+CONFIG_KEYS = ("XBLOCK", "R0_BLOCK", "num_warps", "num_stages")
+MAX_DIM = 1 << 24                        # outputs and K of a table entry
+MAX_ENTRIES = 4096
+MAX_TABLE_BYTES = 4 << 20
+MAX_LOG2_DISTANCE = 1.0                  # nearest entry at most one octave away (Euclidean in log2 n, log2 k)
+DEFAULT_MARGIN = 0.03                    # the reduction must have beaten cuBLAS by 3% on the nearest entry
+
+
+class GemvTableError(ValueError):
+    """A table that is not a valid torch_diode.gemv_table/1 document."""
+
+
+@dataclass(frozen=True)
+class GemvEntry:
+    dtype: str
+    layout: str
+    n: int              # outputs: N for M = 1, M for N = 1
+    k: int
+    config: tuple       # ((key, value), ...) in CONFIG_KEYS order
+    reduction_us: float
+    cublas_us: float
+
+    def config_dict(self) -> dict[str, int]:
+        return dict(self.config)
+
+
+def _pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def _int(obj: dict, key: str, lo: int, hi: int, where: str) -> int:
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise GemvTableError(f"{where}: {key} must be an int in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _us(obj: dict, key: str, where: str) -> float:
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v < 1e9:
+        raise GemvTableError(f"{where}: {key} must be a positive finite number of microseconds, got {v!r}")
+    return float(v)
+
+
+def parse_config(cfg: Any, where: str) -> tuple:
+    """A reduction launch config: XBLOCK and R0_BLOCK powers of two, num_warps a power of
+    two up to 32, num_stages 1-8; nothing else (a fixed config is passed to Triton as is)."""
+    if not isinstance(cfg, dict) or set(cfg) != set(CONFIG_KEYS):
+        raise GemvTableError(f"{where}: config must have exactly the keys {CONFIG_KEYS}, got {cfg!r}")
+    x = _int(cfg, "XBLOCK", 1, 4096, where)
+    r = _int(cfg, "R0_BLOCK", 1, 65536, where)
+    w = _int(cfg, "num_warps", 1, 32, where)
+    s = _int(cfg, "num_stages", 1, 8, where)
+    if not (_pow2(x) and _pow2(r) and _pow2(w)):
+        raise GemvTableError(f"{where}: XBLOCK, R0_BLOCK and num_warps must be powers of two, got {cfg!r}")
+    return (("XBLOCK", x), ("R0_BLOCK", r), ("num_warps", w), ("num_stages", s))
+
+
+class GemvTable:
+    def __init__(self, hardware: str, entries: list[GemvEntry], digest: str, source: str):
+        self.hardware = hardware
+        self.entries = entries
+        self.digest = digest
+        self.source = source
+
+    def nearest(self, dtype: str, layout: str, n: int, k: int) -> tuple[GemvEntry, float] | None:
+        best = None
+        for e in self.entries:
+            if e.dtype != dtype or e.layout != layout:
+                continue
+            d = math.hypot(math.log2(n / e.n), math.log2(k / e.k))
+            if best is None or d < best[1] or (d == best[1] and (e.n, e.k) < (best[0].n, best[0].k)):
+                best = (e, d)
+        return best
+
+    def predict(self, dtype: str, layout: str, n: int, k: int, margin: float = DEFAULT_MARGIN) -> dict | None:
+        """The launch config for the reduction of this matrix-vector product, or None when
+        no entry is near enough or the nearest entry's reduction did not beat cuBLAS by
+        `margin` (then cuBLAS or the model's GEMM pick stays)."""
+        if n < 1 or k < 1:
+            return None
+        hit = self.nearest(dtype, layout, n, k)
+        if hit is None or hit[1] > MAX_LOG2_DISTANCE:
+            return None
+        e = hit[0]
+        if e.reduction_us > e.cublas_us * (1.0 - margin):
+            return None
+        return e.config_dict()
+
+
+def parse_table(data: bytes, source: str = "<bytes>") -> GemvTable:
+    """Strictly parses a table document (bounded size, exact keys, sane values)."""
+    if len(data) > MAX_TABLE_BYTES:
+        raise GemvTableError(f"{source}: {len(data)} bytes, over the {MAX_TABLE_BYTES}-byte limit")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise GemvTableError(f"{source}: not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT:
+        raise GemvTableError(f"{source}: format must be {TABLE_FORMAT!r}")
+    extra = set(doc) - {"format", "hardware", "measured", "entries"}
+    if extra:
+        raise GemvTableError(f"{source}: unknown keys {sorted(extra)}")
+    hw = doc.get("hardware")
+    if not isinstance(hw, str) or not 0 < len(hw) <= 128:
+        raise GemvTableError(f"{source}: hardware must be a hardware key")
+    if not isinstance(doc.get("measured"), dict):
+        raise GemvTableError(f"{source}: measured (the provenance: date, GPU, torch, command) must be an object")
+    raw = doc.get("entries")
+    if not isinstance(raw, list) or not 0 < len(raw) <= MAX_ENTRIES:
+        raise GemvTableError(f"{source}: entries must be a list of 1-{MAX_ENTRIES} objects")
+    entries, seen = [], set()
+    for i, r in enumerate(raw):
+        where = f"{source}: entries[{i}]"
+        if not isinstance(r, dict):
+            raise GemvTableError(f"{where}: not an object")
+        if set(r) - {"dtype", "layout", "n", "k", "config", "reduction_us", "cublas_us"}:
+            raise GemvTableError(f"{where}: unknown keys {sorted(set(r) - {'dtype', 'layout', 'n', 'k', 'config', 'reduction_us', 'cublas_us'})}")
+        if r.get("dtype") not in DTYPES or r.get("layout") not in LAYOUTS:
+            raise GemvTableError(f"{where}: dtype must be one of {DTYPES} and layout one of {LAYOUTS}")
+        e = GemvEntry(r["dtype"], r["layout"], _int(r, "n", 1, MAX_DIM, where), _int(r, "k", 1, MAX_DIM, where),
+                      parse_config(r.get("config"), where), _us(r, "reduction_us", where), _us(r, "cublas_us", where))
+        key = (e.dtype, e.layout, e.n, e.k)
+        if key in seen:
+            raise GemvTableError(f"{where}: a second entry for {key}")
+        seen.add(key)
+        entries.append(e)
+    return GemvTable(hw, entries, hashlib.sha256(data).hexdigest()[:16], source)
+
+
+_tables: dict[str, GemvTable | None] = {}
+_tables_lock = threading.Lock()
+
+
+def load_table(hardware_key: str | None) -> GemvTable | None:
+    """The table for this hardware: $TORCH_DIODE_GEMV_TABLE if set, else the shipped
+    gemv_tables/<hardware key>.json; None when there is none. A broken table is logged
+    once and treated as none (the reduction candidate is then simply not offered)."""
+    path_s = os.environ.get(ENV_TABLE, "").strip()
+    if path_s:
+        path = Path(path_s)
+    elif hardware_key and all(c.isalnum() or c in "-_." for c in hardware_key):
+        path = TABLE_DIR / f"{hardware_key}.json"
+    else:
+        return None
+    key = str(path)
+    with _tables_lock:
+        if key not in _tables:
+            table = None
+            if path.is_file():
+                try:
+                    table = parse_table(path.read_bytes(), str(path))
+                    if not path_s and table.hardware != hardware_key:
+                        raise GemvTableError(f"{path}: made for {table.hardware}, not {hardware_key}")
+                except (OSError, GemvTableError) as e:
+                    log.warning("torch_diode: GEMV table not used: %s", e)
+                    table = None
+            _tables[key] = table
+        return _tables[key]
+
+
+# --------------------------------------------------------------- shapes
+
+def matvec_shape(a: Any, b: Any) -> tuple[str, str, int, int] | None:
+    """(dtype, layout, outputs, K) when mm(a, b) is a matrix-vector product Inductor can
+    write as a reduction (static shapes, M = 1 or N = 1, same floating dtype, the matrix
+    contiguous along one dim), else None. Works on fake tensors."""
+    import torch
+    try:
+        if a.dim() != 2 or b.dim() != 2 or a.dtype != b.dtype or a.device.type != "cuda":
+            return None
+        m, k = (int(s) if isinstance(s, int) else None for s in a.shape)
+        k2, n = (int(s) if isinstance(s, int) else None for s in b.shape)
+        if None in (m, k, k2, n) or k != k2 or k < 2:
+            return None
+        dtype = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}.get(a.dtype)
+        if dtype is None:
+            return None
+        if m == 1 and n > 1:
+            outputs, mat, kdim = n, b, 0          # out[j] = sum_k a[0, k] * b[k, j]
+        elif n == 1 and m > 1:
+            outputs, mat, kdim = m, a, 1          # out[i] = sum_k a[i, k] * b[k, 0]
+        else:
+            return None
+        strides = [int(s) for s in mat.stride()]
+        if strides[kdim] == 1:
+            layout = "inner"
+        elif strides[1 - kdim] == 1:
+            layout = "outer"
+        else:
+            return None
+        return dtype, layout, outputs, k
+    except (TypeError, ValueError, RuntimeError):   # symbolic sizes and strides: not ours
+        return None
+
+
+# --------------------------------------------------------------- the decomposition
+
+_planned: dict[tuple[int, int], dict[str, int]] = {}   # (outputs, K) -> launch config, this process
+_PLANNED_MAX = 4096
+_wrap_lock = threading.Lock()
+_wrapped: dict[str, Any] = {}                           # "orig": Inductor's mm decomposition
+
+
+def planned_config(outputs: int, k: int) -> dict[str, int] | None:
+    return _planned.get((outputs, k))
+
+
+def _plan(a: Any, b: Any) -> dict | None:
+    from . import api
+    state = api.active_state()
+    if state is None or state.options.mode != "predict" or not state.options.gemv_reduction:
+        return None
+    from torch._inductor import config
+    if config.coordinate_descent_tuning:       # Inductor decomposes and tunes on its own
+        return None
+    shape = matvec_shape(a, b)
+    if shape is None:
+        return None
+    table = state.gemv_table
+    if table is None:
+        return None
+    cfg = table.predict(*shape)
+    state.stats.count_gemv("reduction" if cfg else "cublas_or_model")
+    if cfg is None:
+        return None
+    if len(_planned) >= _PLANNED_MAX:
+        _planned.clear()
+    _planned[(shape[2], shape[3])] = cfg
+    return cfg
+
+
+def install_decomposition() -> bool:
+    """Wraps Inductor's aten.mm decomposition once per process (idempotent). False when
+    this torch has no such entry (then predict mode simply never offers the reduction)."""
+    with _wrap_lock:
+        if "orig" in _wrapped:
+            return True
+        try:
+            import torch
+            from torch._inductor import decomposition as d
+        except ImportError:
+            return False
+        op = torch.ops.aten.mm.default
+        orig = d.decompositions.get(op)
+        if orig is None:
+            return False
+
+        def mm_as_reduction(a, b, *args, **kwargs):
+            try:
+                cfg = _plan(a, b)
+            except Exception as e:  # the hook must never break a compile
+                log.debug("torch_diode: GEMV planning failed: %s", e)
+                cfg = None
+            if cfg is None:
+                return orig(a, b, *args, **kwargs)
+            from torch._inductor import config
+            with config.patch(coordinate_descent_tuning=True):   # Inductor's own reduction
+                return orig(a, b, *args, **kwargs)
+
+        mm_as_reduction.__wrapped__ = orig
+        d.decompositions[op] = mm_as_reduction
+        cache_clear = getattr(getattr(d, "fast_random_decomps", None), "cache_clear", None)
+        if cache_clear:     # the cached copy of the table that select_decomp_table() returns
+            cache_clear()
+        _wrapped["orig"] = orig
+        return True
+
+
+def fixed_config_kwargs(features: Any, groups: Any, kernel_cls: Any, kernel_kwargs: dict) -> dict:
+    """kernel_kwargs with a FixedTritonConfig for the reduction of a planned matrix-vector
+    product (outputs and K as planned, one x and one r dim, not persistent); otherwise
+    kernel_kwargs unchanged."""
+    if not _planned or kernel_kwargs.get("fixed_config") is not None:
+        return kernel_kwargs
+    try:
+        numel, rnumel = features.numel, features.reduction_numel
+        if not (getattr(numel, "is_number", False) and getattr(rnumel, "is_number", False)):
+            return kernel_kwargs
+        cfg = _planned.get((int(numel), int(rnumel)))
+        if cfg is None:
+            return kernel_kwargs
+        tiling = groups[0] if isinstance(groups, (list, tuple)) and groups and isinstance(groups[0], dict) else groups
+        if isinstance(tiling, dict) and set(tiling) != {"x", "r0_"}:
+            return kernel_kwargs
+        from torch._inductor.codegen.triton import FixedTritonConfig
+        import inspect
+        params = set()   # TritonKernel passes its **kwargs on to SIMDKernel: look along the MRO
+        for klass in getattr(kernel_cls, "__mro__", (kernel_cls,)):
+            if "__init__" in vars(klass):
+                params |= set(inspect.signature(klass.__init__).parameters)
+        if "fixed_config" not in params:
+            return kernel_kwargs
+        out = dict(kernel_kwargs)
+        if "override_persistent_reduction" in params:
+            out["override_persistent_reduction"] = False   # the table's configs are looped reductions
+        elif int(rnumel) <= 1024:
+            return kernel_kwargs
+        out["fixed_config"] = FixedTritonConfig(dict(cfg))
+        return out
+    except Exception as e:  # never break codegen: Inductor's own heuristics then
+        log.debug("torch_diode: GEMV fixed config not applied: %s", e)
+        return kernel_kwargs
