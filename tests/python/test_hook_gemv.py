@@ -272,6 +272,15 @@ def test_the_handler_applies_it_through_inductors_hook(predict_hook):
     kw = handler.triton_kernel_kwargs(TritonKernel, Features(sympy.Integer(14336), sympy.Integer(4096)),
                                       tiling(14336, 4096), {})
     assert kw["fixed_config"].config == CFG
+    assert api.get_prediction_stats()["gemv"] == {"fixed_config": 1}
+    # an exception inside never reaches Inductor: its kwargs, and the reason counted
+
+    class Broken:
+        @property
+        def numel(self):
+            raise RuntimeError("boom")
+    assert handler.triton_kernel_kwargs(TritonKernel, Broken(), tiling(14336, 4096), {}) == {}
+    assert api.get_prediction_stats()["gemv"] == {"fixed_config": 1, "fixed_config_error": 1}
 
 
 # ------------------------------------------------------------------ options, cache key
@@ -293,3 +302,14 @@ def test_a_pickled_factory_keeps_every_predict_option():
     fn, args = f.__reduce__()
     assert fn is _rebuild_factory
     assert Options(**args[1]) == o
+
+
+def test_a_planning_error_takes_inductors_path_and_is_counted(predict_hook, monkeypatch):
+    def boom(a, b):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(gemv, "_plan", boom)
+    wrapper, _ = mm_decomposition()
+    mode, a, b = fake_pair((1, 4096), (4096, 14336))
+    with mode:
+        assert wrapper(a, b) is NotImplemented
+    assert api.get_prediction_stats()["gemv"] == {"planning_error": 1}

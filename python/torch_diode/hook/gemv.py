@@ -295,8 +295,9 @@ def install_decomposition() -> bool:
         def mm_as_reduction(a, b, *args, **kwargs):
             try:
                 cfg = _plan(a, b)
-            except Exception as e:  # the hook must never break a compile
+            except Exception as e:  # the hook must never break a compile: Inductor's path, counted
                 log.debug("torch_diode: GEMV planning failed: %s", e)
+                _count("planning_error")
                 cfg = None
             if cfg is None:
                 return orig(a, b, *args, **kwargs)
@@ -343,7 +344,16 @@ def fixed_config_kwargs(features: Any, groups: Any, kernel_cls: Any, kernel_kwar
         elif int(rnumel) <= 1024:
             return kernel_kwargs
         out["fixed_config"] = FixedTritonConfig(dict(cfg))
+        _count("fixed_config")
         return out
-    except Exception as e:  # never break codegen: Inductor's own heuristics then
+    except Exception as e:  # never break codegen: Inductor's own heuristics then, counted
         log.debug("torch_diode: GEMV fixed config not applied: %s", e)
+        _count("fixed_config_error")
         return kernel_kwargs
+
+
+def _count(outcome: str) -> None:
+    from . import api
+    state = api.active_state()
+    if state is not None:
+        state.stats.count_gemv(outcome)

@@ -52,8 +52,11 @@ class Stats:
             self.margin_count = 0
             self.predicted: Counter[str] = Counter()  # predict mode: what was handed to Inductor
             self.predict_retries = 0  # predict mode: best choices that did not build
-            # predict mode, M = 1 / N = 1 mm: "reduction" (the table's launch config) or
-            # "cublas_or_model" (the table said the reduction does not win; the GEMM path stays)
+            # predict mode, M = 1 / N = 1 mm (hook/gemv.py): "reduction" (planned with the
+            # table's launch config), "cublas_or_model" (the table said the reduction does not
+            # win; the GEMM path stays), "fixed_config" (reduction kernels that got the config;
+            # fewer than "reduction" means Inductor's own untuned heuristics ran for the rest),
+            # "planning_error" / "fixed_config_error" (Inductor's path was taken)
             self.gemv: Counter[str] = Counter()
 
     def count_predict_retry(self) -> None:
