@@ -27,8 +27,9 @@ Inductor and Triton caches, caches force-disabled):
   default          torch.compile(fn, mode="max-autotune-no-cudagraphs"), DEFAULT GEMM search space
   diode_predict    torch.compile(fn, options={"max_autotune_gemm": True}) + torch_diode mode=predict:
                    the model's choice alone, nothing benchmarked (PREDICT_OPTIONS: GEMM templates on,
-                   no coordinate descent, which benchmarks pointwise/reduction kernels and turns
-                   M = 1 GEMMs into reductions: +4 s on an M = 1 GEMM, 2x plain on the MLP block)
+                   no coordinate descent, which benchmarks pointwise/reduction kernels: +4 s on an
+                   M = 1 GEMM, 2x plain on the MLP block); an M = 1 GEMM becomes Inductor's reduction
+                   with the GEMV table's launch config where this GPU has a table (docs/hook.md)
   diode_predict_cd diode_predict plus coordinate_descent_tuning (off by default; --modes adds it): Inductor's
                    mm/bmm decompositions turn an M = 1 (or N = 1) GEMM into a reduction only under
                    coordinate descent, and DEFAULT's reduction beat cuBLAS 1.13-1.30x on the M = 1
