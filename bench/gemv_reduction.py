@@ -132,12 +132,107 @@ def check(torch, ref, got, dtype):
     return float(err)
 
 
+RULES = {
+    "fastest": "each shape's own fastest config",
+    "robust": "each shape's config is the one with the lowest geomean time relative to the fastest over the "
+              "grid shapes of its dtype within one octave (log2 distance <= 1), itself included",
+}
+RADIUS = 1.0   # = hook/gemv.py's MAX_LOG2_DISTANCE: the reach of one entry
+
+
+def _rel_times(grid_rows):
+    """(dtype, n, k) -> {config key: time / that shape's fastest}, and -> {key: us}."""
+    rel, us = {}, {}
+    for r in grid_rows:
+        if not r["configs"]:
+            continue
+        best = min(c["us"] for c in r["configs"])
+        shape = (r["dtype"], r["n"], r["k"])
+        rel[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] / best for c in r["configs"]}
+        us[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] for c in r["configs"]}
+    return rel, us
+
+
+def _dist(a, b):
+    return math.hypot(math.log2(a[1] / b[1]), math.log2(a[2] / b[2]))
+
+
+def _gm(v):
+    return math.exp(sum(math.log(t) for t in v) / len(v))
+
+
+def _choose(rel, shape, rule, exclude=None):
+    """The config key the rule gives `shape`, from the grid shapes other than `exclude`."""
+    pool = [t for t in rel if t != exclude and t[0] == shape[0]]
+    if rule == "fastest":
+        if exclude is None:
+            return min(rel[shape], key=rel[shape].get)
+        near = min(pool, key=lambda t: (_dist(shape, t), t[1], t[2]))   # hook/gemv.py's nearest entry
+        return min(rel[near], key=rel[near].get)
+    near = [t for t in pool if _dist(shape, t) <= RADIUS] or pool
+    keys = set().union(*(rel[t] for t in near))
+    return min(sorted(keys), key=lambda c: _gm([rel[t].get(c, 10.0) for t in near]))
+
+
+def table_entries(grid_rows, rule):
+    """The GEMV table's entries from the measured grid, by `rule` (RULES). An entry's
+    reduction_us is its config's measured time at that shape."""
+    rel, us = _rel_times(grid_rows)
+    cublas = {(r["dtype"], r["n"], r["k"]): r["cublas_us"] for r in grid_rows}
+    out = []
+    for shape in rel:
+        c = _choose(rel, shape, rule)
+        out.append({"dtype": shape[0], "layout": "inner", "n": shape[1], "k": shape[2], "config": json.loads(c),
+                    "reduction_us": round(us[shape][c], 3), "cublas_us": round(cublas[shape], 3)})
+    return out
+
+
+def leave_one_out(grid_rows, rule):
+    """Each grid shape's config chosen from the other shapes alone, as the hook would for a
+    shape off the grid: (geomean, max) of its measured time over that shape's fastest."""
+    rel, _ = _rel_times(grid_rows)
+    v = [rel[s][_choose(rel, s, rule, exclude=s)] if _choose(rel, s, rule, exclude=s) in rel[s] else 10.0
+         for s in rel]
+    return _gm(v), max(v)
+
+
+def replay(results_path, out_dir, rule, hardware=None):
+    """CPU: the leave-one-out replay of both rules on a measured grid, and the table by `rule`."""
+    with open(results_path) as f:
+        res = json.load(f)
+    grid = res["grid"]
+    for r in RULES:
+        g, m = leave_one_out(grid, r)
+        log(f"leave-one-out, rule {r:8s}: chosen / fastest geomean {g:.3f}, worst {m:.2f} ({len(grid)} shapes)")
+    entries = table_entries(grid, rule)
+    old = res.get("table") or {}
+    table = {"format": "torch_diode.gemv_table/1", "hardware": hardware or res["hardware"],
+             "measured": dict(old.get("measured") or {}, rule=f"{rule}: {RULES[rule]}",
+                              replayed_from=os.path.basename(results_path)),
+             "entries": entries}
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{table['hardware']}.json")
+    with open(path, "w") as f:
+        json.dump(table, f, indent=1)
+    wins = sum(e["reduction_us"] < e["cublas_us"] for e in entries)
+    log(f"table by rule {rule}: {len(entries)} entries ({wins} faster than cuBLAS) -> {path}")
+    return table
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=480.0)
     ap.add_argument("--quick", action="store_true", help="two grid shapes and two eval shapes")
+    ap.add_argument("--rule", choices=sorted(RULES), default="robust",
+                    help="how the table picks each shape's config from the measured grid (default robust)")
+    ap.add_argument("--replay", metavar="RESULTS_JSON",
+                    help="CPU: no GPU run; the leave-one-out replay of both rules on a gemv-results.json, "
+                         "and the table by --rule written to --out")
     a = ap.parse_args()
+    if a.replay:
+        replay(a.replay, a.out, a.rule)
+        return
     os.makedirs(a.out, exist_ok=True)
     cache = tempfile.mkdtemp(prefix="gemv-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
@@ -221,19 +316,17 @@ def main():
         grid_rows.append({"dtype": dt, "n": n, "k": k, "cublas_us": cublas, "configs": [
             {"config": cfg, "us": us} for us, cfg in times], "bad": bad})
         if times:
-            best_us, best = times[0]
-            entries.append({"dtype": dt, "layout": "inner", "n": n, "k": k, "config": best,
-                            "reduction_us": round(best_us, 3), "cublas_us": round(cublas, 3)})
-            log(f"grid {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {best_us:7.2f} us "
-                f"({cublas / best_us:4.2f}x) worst {times[-1][0]:7.2f} cfg {best} bad {len(bad)}")
+            log(f"grid {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {times[0][0]:7.2f} us "
+                f"({cublas / times[0][0]:4.2f}x) worst {times[-1][0]:7.2f} cfg {times[0][1]} bad {len(bad)}")
         else:
             log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
         del x, ws
+    entries = table_entries(grid_rows, a.rule)
     table = {"format": "torch_diode.gemv_table/1", "hardware": hw_key,
              "measured": {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
                           "torch": torch.__version__, "command": "bench/gemv_reduction.py",
                           "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
-                                    f"config: the fastest of {len(configs)} compiled through the hook"},
+                                    f"{len(configs)} configs compiled through the hook; rule {a.rule}: {RULES[a.rule]}"},
              "entries": entries}
     table_path = os.path.join(a.out, f"{hw_key}.json")
     with open(table_path, "w") as f:
