@@ -210,6 +210,12 @@ publish_and_ship() {
   rm -rf "$shipped/$hw"
   mv "$shipped/$hw.new" "$shipped/$hw"
 }
+# The validation split's top-1 geomean of model directory $1 on dataset $2, to 4 decimals (the
+# number a joined ensemble's line in KEY.seeds.txt quotes); fails where diode validate does.
+validation_top1() {
+  "$diode" validate --model "$1" --dataset "$2" --split validation --json |
+    "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'
+}
 for hw in "${hardware[@]}"; do
   data="$datasets/$hw" w="$work/$hw"
   echo "== $hw" >&2
@@ -284,8 +290,7 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
     echo "+ $diode ensemble --member $prev ${pf_args[*]} --out $w/model --dataset $data" >&2
     if ((dry)); then :
     elif "$diode" ensemble --member "$prev" "${pf_args[@]}" --out "$w/model" --dataset "$data" >&2 &&
-         t1=$("$diode" validate --model "$w/model" --dataset "$data" --split validation --json |
-              "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'); then
+         t1=$(validation_top1 "$w/model" "$data"); then
       { cat "$results/$hw.seeds.txt" 2> /dev/null || true
         echo "pre-filter $add_prefilter (hidden, blocks, keep; seed $seed) joined to shipped version $(basename "$prev"): validation top-1 $t1"
       } > "$w/seeds.txt"
@@ -298,8 +303,7 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
     for s in ${seeds//,/ }; do [ "$s" = "$best" ] || members+=(--member "$w/seed-$s"); done
     echo "+ $diode ensemble ${members[*]} --cascade $ensemble ${pf_args[*]} --out $w/model --dataset $data" >&2
     if "$diode" ensemble "${members[@]}" --cascade "$ensemble" "${pf_args[@]}" --out "$w/model" --dataset "$data" >&2 &&
-       t1=$("$diode" validate --model "$w/model" --dataset "$data" --split validation --json |
-            "$py" -c 'import json, sys; print("%.4f" % json.load(sys.stdin)["model"]["top1"]["geomean"])'); then
+       t1=$(validation_top1 "$w/model" "$data"); then
       echo "ensemble: every seed, seed $best first (lowest validation top-1 regret, $best_t1), cascade $ensemble${prefilter:+, pre-filter $prefilter (hidden, blocks, keep)}: validation top-1 $t1" >> "$w/seeds.txt"
       cat "$w/seeds.txt" >&2
     else

@@ -155,13 +155,39 @@ def is_aten_template(template: str) -> bool:
     return template == "aten" or template.startswith("aten::")
 
 
-def cascade_set(p0: np.ndarray, aten: np.ndarray, cascade: int) -> np.ndarray:
-    """Bool mask of the candidates every member scores: the `cascade` lowest member-0
-    predictions (ties to the lower index: a stable sort), and every ATen candidate."""
+def lowest_mask(a: np.ndarray, k: int) -> np.ndarray:
+    """Bool mask of np.argsort(a, kind="stable")[:k] (the k lowest, ties to the lower index,
+    NaN last) without sorting `a`: one np.partition finds the k-th lowest value, every value
+    below it is in and the ties at it go to the lower indices. The hook ranks with it
+    (cascade_set, ranking._lowest), so a miss of ~1,400 configs sorts only the few it keeps."""
     import numpy as np  # the hook's dependency (with torch), not the model reader's
 
-    s = np.asarray(aten, dtype=bool).copy()
-    s[np.argsort(p0, kind="stable")[:cascade]] = True
+    n = len(a)
+    m = np.zeros(n, dtype=bool)
+    if k >= n:
+        m[:] = True
+        return m
+    if k <= 0:
+        return m
+    v = np.partition(a, k - 1)[k - 1]
+    if v != v:   # NaN (never from the model): the plain sort
+        m[np.argsort(a, kind="stable")[:k]] = True
+        return m
+    np.less(a, v, out=m)   # NaN compares false: partition put them last, as argsort does
+    short = k - int(np.count_nonzero(m))
+    if short:   # ties at v: the lowest indices among those equal to v
+        m[np.flatnonzero(a == v)[:short]] = True
+    return m
+
+
+def cascade_set(p0: np.ndarray, aten: np.ndarray, cascade: int) -> np.ndarray:
+    """Bool mask of the candidates every member scores: the `cascade` lowest member-0
+    predictions (ties to the lower index: a stable sort; lowest_mask), and every ATen
+    candidate."""
+    import numpy as np
+
+    s = lowest_mask(p0, cascade)
+    s |= np.asarray(aten, dtype=bool)
     return s
 
 
@@ -182,9 +208,13 @@ def cascade_scores(p0: np.ndarray, aten: np.ndarray, cascade: int,
     scores = (p0.astype(np.float64) + CASCADE_OFFSET).astype(np.float32)
     total = p0[idx].astype(np.float64)
     others = others_on(idx)
-    for p in others:  # member order, one float64 addition at a time (as the C++ loop)
-        total = total + np.asarray(p, dtype=np.float32).astype(np.float64)
-    scores[idx] = (total / (len(others) + 1)).astype(np.float32)
+    if isinstance(others, np.ndarray):   # [members - 1, len(idx)]: one conversion for all members
+        o64 = np.asarray(others, dtype=np.float32).astype(np.float64)
+    else:
+        o64 = [np.asarray(p, dtype=np.float32).astype(np.float64) for p in others]
+    for p in o64:  # member order, one float64 addition at a time (as the C++ loop)
+        total = total + p
+    scores[idx] = (total / (len(o64) + 1)).astype(np.float32)
     return scores
 
 

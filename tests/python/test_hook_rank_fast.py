@@ -13,7 +13,7 @@ from torch_diode.collect.enumerate import mm_configs  # noqa: E402
 from torch_diode.features import FeatureSpec, raw_features  # noqa: E402
 from torch_diode.hook.ranking import (Options, Ranker, ReferenceRanker, margin_of_distinct,  # noqa: E402
                                       raw_feature_matrix, select, select_array, top_margin)
-from torch_diode.model import load_model_dir  # noqa: E402
+from torch_diode.model import CASCADE_OFFSET, load_model_dir  # noqa: E402
 from torch_diode.wire import KernelConfig, Problem  # noqa: E402
 
 
@@ -247,12 +247,29 @@ def test_value_runs_fall_back_when_extra_kwargs_refuse_comparison():
     assert extract.config_keys_from_ktcs(a + b) == want
 
 
+def _sorting_cascade_scores(p0, aten, cascade, others_on):
+    """model.cascade_scores as it was before lowest_mask: the set from a stable argsort of
+    every candidate, each member converted on its own (the reference for the bits)."""
+    p0 = np.asarray(p0, dtype=np.float32)
+    s = np.asarray(aten, dtype=bool).copy()
+    s[np.argsort(p0, kind="stable")[:cascade]] = True
+    idx = np.flatnonzero(s)
+    scores = (p0.astype(np.float64) + CASCADE_OFFSET).astype(np.float32)
+    total = p0[idx].astype(np.float64)
+    others = others_on(idx)
+    for p in others:
+        total = total + np.asarray(p, dtype=np.float32).astype(np.float64)
+    scores[idx] = (total / (len(others) + 1)).astype(np.float32)
+    return scores
+
+
 def test_lowest_and_cascade_helpers_equal_the_sorting_versions():
-    """ranking._lowest / _lowest_mask (one partition) give the stable argsort's k lowest (ties
-    to the lower index), and _cascade_scores / _prefilter_scores model.cascade_scores /
-    model.prefilter_scores bit for bit, with many ties, k at and past the length, ATen rows."""
-    from torch_diode.hook.ranking import _cascade_scores, _lowest, _lowest_mask, _prefilter_scores
-    from torch_diode.model import cascade_scores, prefilter_scores
+    """ranking._lowest / model.lowest_mask (one partition) give the stable argsort's k lowest
+    (ties to the lower index, NaN last), and model.cascade_scores / model.prefilter_scores (the
+    hook's and the reference's) the bits of the stable-argsort versions, with many ties, k at
+    and past the length, ATen rows, the other members as one array or as a list."""
+    from torch_diode.hook.ranking import _lowest
+    from torch_diode.model import PREFILTER_OFFSET, cascade_scores, lowest_mask, prefilter_scores
 
     rng = np.random.default_rng(7)
     for trial in range(400):
@@ -266,7 +283,14 @@ def test_lowest_and_cascade_helpers_equal_the_sorting_versions():
             assert _lowest(a, k).tolist() == want.tolist()
             mask = np.zeros(n, dtype=bool)
             mask[want] = True
-            assert _lowest_mask(a, k).tolist() == mask.tolist()
+            assert lowest_mask(a, k).tolist() == mask.tolist()
+        if trial % 7 == 0:   # NaN (never from the model) sorts last, as in the stable argsort
+            b = a.copy()
+            b[rng.integers(0, n, size=int(rng.integers(1, n + 1)))] = np.nan
+            for k in (1, int(rng.integers(1, n + 1)), n):
+                want = np.argsort(b, kind="stable")[:k]
+                assert _lowest(b, k).tolist() == want.tolist()
+                assert np.flatnonzero(lowest_mask(b, k)).tolist() == sorted(want.tolist())
         p0 = a.astype(np.float32)
         aten = rng.random(n) < 0.1
         others = rng.standard_normal((3, n)).astype(np.float32)
@@ -276,12 +300,20 @@ def test_lowest_and_cascade_helpers_equal_the_sorting_versions():
         def on(idx, seen=seen):
             seen.append(idx.tolist())
             return others[:, idx]
-        want = cascade_scores(p0, aten, k, on)
-        got = _cascade_scores(p0, aten, k, on)
-        assert seen[0] == seen[1] and np.array_equal(want.view(np.uint32), got.view(np.uint32))
+
+        def on_list(idx, seen=seen):
+            seen.append(idx.tolist())
+            return [o[idx] for o in others]
+        want = _sorting_cascade_scores(p0, aten, k, on)
+        for got in (cascade_scores(p0, aten, k, on), cascade_scores(p0, aten, k, on_list)):
+            assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
+        assert seen[0] == seen[1] == seen[2]
         inner = lambda idx: others[0, idx] * 0.5   # noqa: E731
-        want = prefilter_scores(p0, aten, k, inner)
-        got = _prefilter_scores(p0, aten, k, inner)
+        kept = aten.copy()   # the set P as a stable argsort finds it
+        kept[np.argsort(p0, kind="stable")[:k]] = True
+        want = (p0.astype(np.float64) + PREFILTER_OFFSET).astype(np.float32)
+        want[kept] = inner(np.flatnonzero(kept))
+        got = prefilter_scores(p0, aten, k, inner)
         assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 

@@ -41,8 +41,7 @@ import numpy as np
 import torch
 
 from ..features import _DTYPE_BYTES, raw_features
-from ..model import (CASCADE_OFFSET, PREFILTER_OFFSET, LoadedModel, cascade_scores, is_aten_template,
-                     prefilter_scores)
+from ..model import LoadedModel, cascade_scores, is_aten_template, lowest_mask, prefilter_scores
 from ..wire import KernelConfig, Problem
 
 DEFAULT_TOP_K = 5
@@ -173,42 +172,12 @@ def select(scores: list[float], opts: Options) -> list[int]:
 
 def _lowest(a: np.ndarray, k: int) -> np.ndarray:
     """np.argsort(a, kind="stable")[:k] (the k lowest, ties to the lower index, in that order)
-    without sorting all of `a`: one np.partition finds the k-th lowest value, the candidates
-    at or below it are taken in index order (the ties at the k-th value to the lower index) and
-    only those k are sorted stably. `a` must hold no NaN (the callers check)."""
-    n = len(a)
-    if k >= n:
+    without sorting all of `a`: the set from model.lowest_mask (one np.partition), taken in
+    index order, then only those k sorted stably (equal values stay in index order)."""
+    if k >= len(a):
         return np.argsort(a, kind="stable")
-    if k <= 0:
-        return np.empty(0, dtype=np.intp)
-    v = np.partition(a, k - 1)[k - 1]
-    if v != v:   # NaN (never from the model): the plain sort
-        return np.argsort(a, kind="stable")[:k]
-    idx = np.flatnonzero(a <= v)   # ascending indices, at least k of them
-    if len(idx) > k:   # ties at v: keep the lowest indices among those equal to v
-        eq = np.flatnonzero(a[idx] == v)
-        idx = np.delete(idx, eq[k - (len(idx) - len(eq)):])
+    idx = np.flatnonzero(lowest_mask(a, k))
     return idx[np.argsort(a[idx], kind="stable")]
-
-
-def _lowest_mask(a: np.ndarray, k: int) -> np.ndarray:
-    """Bool mask of _lowest(a, k) (the same set; no sort at all). `a` holds no NaN."""
-    n = len(a)
-    m = np.zeros(n, dtype=bool)
-    if k >= n:
-        m[:] = True
-        return m
-    if k <= 0:
-        return m
-    v = np.partition(a, k - 1)[k - 1]
-    if v != v:   # NaN (never from the model): the plain sort
-        m[np.argsort(a, kind="stable")[:k]] = True
-        return m
-    np.less(a, v, out=m)
-    short = k - int(np.count_nonzero(m))
-    if short:   # ties at v: the lowest indices among those equal to v
-        m[np.flatnonzero(a == v)[:short]] = True
-    return m
 
 
 def select_array(scores: np.ndarray, opts: Options) -> list[int]:
@@ -239,38 +208,6 @@ def margin_of_distinct(distinct_scores: np.ndarray) -> float | None:
         return None
     s1, s2 = np.partition(distinct_scores, 1)[:2].tolist()
     return math.expm1(min(s2 - s1, MAX_LOG_MARGIN))
-
-
-def _cascade_scores(p0: np.ndarray, aten: np.ndarray, cascade: int, others_on) -> np.ndarray:
-    """model.cascade_scores, the same bits, with the cascade set found by _lowest_mask (one
-    partition) instead of a stable argsort of every candidate. p0 holds no NaN (the cached
-    predictions are checked finite); tests/python/test_hook_rank_fast.py compares the two."""
-    p0 = np.asarray(p0, dtype=np.float32)
-    mask = _lowest_mask(p0, cascade)
-    mask |= aten
-    idx = np.flatnonzero(mask)
-    scores = (p0.astype(np.float64) + CASCADE_OFFSET).astype(np.float32)
-    total = p0[idx].astype(np.float64)
-    others = others_on(idx)
-    if isinstance(others, np.ndarray):   # [members - 1, len(idx)]: one conversion for all members
-        o64 = np.asarray(others, dtype=np.float32).astype(np.float64)
-    else:
-        o64 = [np.asarray(p, dtype=np.float32).astype(np.float64) for p in others]
-    for p in o64:  # member order, one float64 addition at a time (as model.cascade_scores)
-        total = total + p
-    scores[idx] = (total / (len(o64) + 1)).astype(np.float32)
-    return scores
-
-
-def _prefilter_scores(q: np.ndarray, aten: np.ndarray, keep: int, inner) -> np.ndarray:
-    """model.prefilter_scores, the same bits, with the set P found by _lowest_mask."""
-    q = np.asarray(q, dtype=np.float32)
-    mask = _lowest_mask(q, keep)
-    mask |= aten
-    idx = np.flatnonzero(mask)
-    scores = (q.astype(np.float64) + PREFILTER_OFFSET).astype(np.float32)
-    scores[idx] = np.asarray(inner(idx), dtype=np.float32)
-    return scores
 
 
 def top_margin(scores: list[float], configs: list) -> float | None:
@@ -766,7 +703,7 @@ class Ranker:
                 cached[1:members, todo] = self._forward(feats(todo), self.model.run_others)
             return cached[1:members, need]
 
-        return _cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on), ran
+        return cascade_scores(cached[0, cand], self._table.aten[cand], self.model.cascade, others_on), ran
 
     def _prefiltered(self, problem: Problem, cached: np.ndarray, cand: np.ndarray, feats: _Features,
                      t1: float) -> tuple[np.ndarray, bool, float, float]:
@@ -799,7 +736,7 @@ class Ranker:
             return s
 
         scored = np.full(cached.shape[1], np.nan, dtype=np.float32)
-        scored[cand] = _prefilter_scores(q[cand], self._table.aten[cand], self.model.keep, inner)
+        scored[cand] = prefilter_scores(q[cand], self._table.aten[cand], self.model.keep, inner)
         if ran:
             t3 = time.perf_counter()
         return scored, not ran, t2, t3
