@@ -313,3 +313,37 @@ def test_a_planning_error_takes_inductors_path_and_is_counted(predict_hook, monk
     with mode:
         assert wrapper(a, b) is NotImplemented
     assert api.get_prediction_stats()["gemv"] == {"planning_error": 1}
+
+
+
+class Sym:
+    """A symbolic size: reading it as an int would specialise it (a guard), so it must not be."""
+    def __int__(self):
+        raise AssertionError("int() of a symbolic size")
+
+    __index__ = __int__
+
+    def __eq__(self, other):
+        raise AssertionError("a symbolic size compared")
+
+    __hash__ = object.__hash__
+
+
+class Stand:
+    def __init__(self, shape, stride):
+        self.shape, self._stride = shape, stride
+        self.dtype, self.device = torch.float16, torch.device("cuda")
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self):
+        return self._stride
+
+
+def test_symbolic_sizes_and_strides_are_not_ours_and_never_read_as_ints():
+    a = Stand((1, 4096), (4096, 1))
+    assert gemv.matvec_shape(a, Stand((4096, Sym()), (1, 4096))) is None          # dynamic N
+    assert gemv.matvec_shape(Stand((Sym(), 4096), (4096, 1)), Stand((4096, 14336), (1, 4096))) is None
+    assert gemv.matvec_shape(a, Stand((4096, 14336), (1, Sym()))) is None         # symbolic stride
+    assert gemv.matvec_shape(a, Stand((4096, 14336), (1, 4096))) == ("float16", "inner", 14336, 4096)

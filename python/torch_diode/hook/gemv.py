@@ -228,7 +228,9 @@ def matvec_shape(a: Any, b: Any) -> tuple[str, str, int, int] | None:
             outputs, mat, kdim = m, a, 1          # out[i] = sum_k a[i, k] * b[k, 0]
         else:
             return None
-        strides = [int(s) for s in mat.stride()]
+        strides = list(mat.stride())
+        if not all(isinstance(s, int) for s in strides):   # symbolic: int() would add a guard
+            return None
         if strides[kdim] == 1:
             layout = "inner"
         elif strides[1 - kdim] == 1:
