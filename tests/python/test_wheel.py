@@ -72,9 +72,11 @@ def test_wheel_is_manylinux_and_bundles_the_client_and_its_libraries(wheel):
         assert any(n.startswith(want) for n in libs), f"{want}* not bundled; bundled: {libs}"
     assert not any("__pycache__" in n for n in names)
     # The shipped signed models and the release root key (issue 19) are package data.
-    shipped = ROOT / "python" / "torch_diode" / "bundles"
-    for f in sorted(shipped.rglob("*")):
-        if f.is_file():
+    # So are the GEMV tables of predict mode's M = 1 reduction (issue 20).
+    for shipped in (ROOT / "python" / "torch_diode" / "bundles", ROOT / "python" / "torch_diode" / "hook" / "gemv_tables"):
+        files = [f for f in sorted(shipped.rglob("*")) if f.is_file()]
+        assert files, shipped
+        for f in files:
             assert "torch_diode/" + f.relative_to(ROOT / "python" / "torch_diode").as_posix() in names, f
 
 
