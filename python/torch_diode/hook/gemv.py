@@ -244,7 +244,12 @@ def matvec_shape(a: Any, b: Any) -> tuple[str, str, int, int] | None:
 
 # --------------------------------------------------------------- the decomposition
 
-_planned: dict[tuple[int, int], dict[str, int]] = {}   # (outputs, K) -> launch config, this process
+# (outputs, K) -> launch config, for this process. The decomposition (AOT tracing) and the
+# codegen that reads this (triton_kernel_kwargs) see no common per-compile object, so the key
+# is the reduction's size alone: a later reduction of exactly that size (a sum over K of N
+# rows) also gets the config, which is a valid launch config for it; fp16 and bf16 GEMVs of
+# one size share the last one planned.
+_planned: dict[tuple[int, int], dict[str, int]] = {}
 _PLANNED_MAX = 4096
 _wrap_lock = threading.Lock()
 _wrapped: dict[str, Any] = {}                           # "orig": Inductor's mm decomposition
