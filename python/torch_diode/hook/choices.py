@@ -394,7 +394,7 @@ def choices_class(base: type | None = None) -> type:
         self._diode_state = state
 
     namespace = {"__init__": __init__, "__module__": __name__}
-    if hasattr(base, "triton_kernel_kwargs"):   # absent before torch 2.10: no GEMV reductions
+    if hasattr(base, "triton_kernel_kwargs"):   # in torch 2.11 and 2.13; without it: no GEMV reductions
         namespace["triton_kernel_kwargs"] = triton_kernel_kwargs
     cls = ic.choices_subclass(finalize, base, name="DiodeInductorChoices", mixins=(DiodeChoicesMixin,),
                               namespace=namespace)
