@@ -37,6 +37,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from torch_diode.hook import gemv  # noqa: E402  (the format, the lookup distance: one definition)
+
 TABLE_GRID_N = (1536, 3072, 6144, 12288, 24576)
 # K 24,576 since the first run's table (which stops at 12,288, so K = 28,672 kept cuBLAS)
 TABLE_GRID_K = (1536, 3072, 6144, 12288, 24576)
@@ -128,9 +131,9 @@ def newest_best_config(cache_dir, since):
             "num_stages": int(raw.get("num_stages", 1))}
 
 
-def check(torch, ref, got, dtype):
-    err = (got.float() - ref.float()).norm() / ref.float().norm()
-    return float(err)
+def check(ref, got):
+    """Relative error of `got` against `ref` (the eager call)."""
+    return float((got.float() - ref.float()).norm() / ref.float().norm())
 
 
 RULES = {
@@ -138,7 +141,6 @@ RULES = {
     "robust": "each shape's config is the one with the lowest geomean time relative to the fastest over the "
               "grid shapes of its dtype within one octave (log2 distance <= 1), itself included",
 }
-RADIUS = 1.0   # = hook/gemv.py's MAX_LOG2_DISTANCE: the reach of one entry
 
 
 def _rel_times(grid_rows):
@@ -149,13 +151,14 @@ def _rel_times(grid_rows):
             continue
         best = min(c["us"] for c in r["configs"])
         shape = (r["dtype"], r["n"], r["k"])
-        rel[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] / best for c in r["configs"]}
         us[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] for c in r["configs"]}
+        rel[shape] = {key: t / best for key, t in us[shape].items()}
     return rel, us
 
 
 def _dist(a, b):
-    return math.hypot(math.log2(a[1] / b[1]), math.log2(a[2] / b[2]))
+    """gemv.log2_distance of two (dtype, n, k) shapes."""
+    return gemv.log2_distance(a[1], a[2], b[1], b[2])
 
 
 def _gm(v):
@@ -170,7 +173,7 @@ def _choose(rel, shape, rule, exclude=None):
             return min(rel[shape], key=rel[shape].get)
         near = min(pool, key=lambda t: (_dist(shape, t), t[1], t[2]))   # hook/gemv.py's nearest entry
         return min(rel[near], key=rel[near].get)
-    near = [t for t in pool if _dist(shape, t) <= RADIUS] or pool
+    near = [t for t in pool if _dist(shape, t) <= gemv.MAX_LOG2_DISTANCE] or pool
     keys = set().union(*(rel[t] for t in near))
     return min(sorted(keys), key=lambda c: _gm([rel[t].get(c, 10.0) for t in near]))
 
@@ -192,8 +195,7 @@ def leave_one_out(grid_rows, rule):
     """Each grid shape's config chosen from the other shapes alone, as the hook would for a
     shape off the grid: (geomean, max) of its measured time over that shape's fastest."""
     rel, _ = _rel_times(grid_rows)
-    v = [rel[s][_choose(rel, s, rule, exclude=s)] if _choose(rel, s, rule, exclude=s) in rel[s] else 10.0
-         for s in rel]
+    v = [rel[s].get(_choose(rel, s, rule, exclude=s), 10.0) for s in rel]
     return _gm(v), max(v)
 
 
@@ -207,7 +209,7 @@ def replay(results_path, out_dir, rule, hardware=None):
         log(f"leave-one-out, rule {r:8s}: chosen / fastest geomean {g:.3f}, worst {m:.2f} ({len(grid)} shapes)")
     entries = table_entries(grid, rule)
     old = res.get("table") or {}
-    table = {"format": "torch_diode.gemv_table/1", "hardware": hardware or res["hardware"],
+    table = {"format": gemv.TABLE_FORMAT, "hardware": hardware or res["hardware"],
              "measured": dict(old.get("measured") or {}, rule=f"{rule}: {RULES[rule]}",
                               replayed_from=os.path.basename(results_path)),
              "entries": entries}
@@ -258,7 +260,6 @@ def main():
     except ImportError:
         api["FixedTritonConfig"] = False
     log("api:", json.dumps(api))
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import torch_diode  # noqa: E402  (installs the hook: uninstalled below for the plain runs)
     hw_key = torch_diode.get_detected_hardware()["hardware_key"]
     log("hardware:", hw_key, torch.cuda.get_device_name(0))
@@ -268,7 +269,6 @@ def main():
     def linear(x, w):
         return F.linear(x, w)
 
-    from torch_diode.hook import gemv
     from hook_end_to_end import plain_model_copy, shipped_model_dir
     shipped = shipped_model_dir(hw_key)
     model = plain_model_copy(shipped, cache) if shipped else None
@@ -294,7 +294,7 @@ def main():
     configs = CONFIGS
     if a.quick:
         grid, evals, configs = grid[:2], evals[:2], CONFIGS[:3]
-    entries, rows, grid_rows = [], [], []
+    rows, grid_rows = [], []
     for dt, n, k in grid:
         if left() < 120:
             log(f"budget: grid stops before {dt} {n}x{k}")
@@ -307,7 +307,7 @@ def main():
         for cfg in configs:
             install(one_entry_table(dt, n, k, cfg))
             c, comp_s, code = compiled(torch, linear, x, ws[0], max_autotune_gemm=True)
-            err = check(torch, ref, c(x, ws[0]), dtype)
+            err = check(ref, c(x, ws[0]))
             if "fixed_config(" not in code or err > 2e-2:
                 bad.append({"config": cfg, "fixed": "fixed_config(" in code, "err": err})
                 continue
@@ -323,7 +323,7 @@ def main():
             log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
         del x, ws
     entries = table_entries(grid_rows, a.rule)
-    table = {"format": "torch_diode.gemv_table/1", "hardware": hw_key,
+    table = {"format": gemv.TABLE_FORMAT, "hardware": hw_key,
              "measured": {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
                           "torch": torch.__version__, "command": "bench/gemv_reduction.py",
                           "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
@@ -356,7 +356,7 @@ def main():
         row["diode_us"] = gpu_us(torch, c, x, ws)
         row["diode_fixed_config"] = "fixed_config(" in code
         row["diode_gemv"] = torch_diode.get_prediction_stats().get("gemv")
-        row["diode_err"] = check(torch, ref, c(x, ws[0]), dtype)
+        row["diode_err"] = check(ref, c(x, ws[0]))
         torch_diode.uninstall()
         rows.append(row)
         log(f"eval {name:16s} {dt:8s} N={n:6d} K={k:6d} cublas {row['cublas_us']:7.2f} plain {row['plain_us']:7.2f} "
@@ -368,19 +368,17 @@ def main():
     with open(os.path.join(a.out, "gemv-results.json"), "w") as f:
         json.dump(res, f, indent=1)
     if rows:
-        def gm(v):
-            return math.exp(sum(math.log(t) for t in v) / len(v))
         log("\n| shape | dtype | cuBLAS us | CD us | diode us | diode / cuBLAS | diode / CD | compile diode / plain |")
         log("|---|---|---|---|---|---|---|---|")
         for r in rows:
             log(f"| {r['name']} | {r['dtype']} | {r['cublas_us']:.2f} | {r['cd_us']:.2f} | {r['diode_us']:.2f} | "
                 f"{r['diode_us'] / r['cublas_us']:.3f} | {r['diode_us'] / r['cd_us']:.3f} | "
                 f"{r['diode_s'] / r['plain_s']:.2f} |")
-        log(f"geomean diode/cuBLAS {gm([r['diode_us'] / r['cublas_us'] for r in rows]):.3f}  "
-            f"diode/CD {gm([r['diode_us'] / r['cd_us'] for r in rows]):.3f}  "
-            f"CD/cuBLAS {gm([r['cd_us'] / r['cublas_us'] for r in rows]):.3f}  "
-            f"compile diode/plain {gm([r['diode_s'] / r['plain_s'] for r in rows]):.2f}  "
-            f"CD/plain {gm([r['cd_s'] / r['plain_s'] for r in rows]):.2f}")
+        log(f"geomean diode/cuBLAS {_gm([r['diode_us'] / r['cublas_us'] for r in rows]):.3f}  "
+            f"diode/CD {_gm([r['diode_us'] / r['cd_us'] for r in rows]):.3f}  "
+            f"CD/cuBLAS {_gm([r['cd_us'] / r['cublas_us'] for r in rows]):.3f}  "
+            f"compile diode/plain {_gm([r['diode_s'] / r['plain_s'] for r in rows]):.2f}  "
+            f"CD/plain {_gm([r['cd_s'] / r['plain_s'] for r in rows]):.2f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Modules, one job each:
   choices  the InductorChoices subclass and the factory put into inductor_choices_class
   ranking  batched scoring with the model, top-k/threshold selection, prediction cache
   extract  Inductor KernelInputs / KernelTemplateChoice -> wire Problem / KernelConfig
+  gemv     predict mode's M = 1 / N = 1 mm as Inductor's reduction with a measured launch config
   sources  model resolution: explicit path, DIODE_MODEL, hub (native client), local cache, package
   detect   GPU detection and hardware key
   compat   PyTorch-version differences (over torch_diode.inductor_compat)

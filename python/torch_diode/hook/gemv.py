@@ -20,14 +20,17 @@ says the reduction beats cuBLAS:
    fixed configs).
 
 The table (`gemv_tables/<hardware key>.json`, format below) is measured on the GPU by
-`bench/gemv_reduction.py`: for each (dtype, layout, outputs, K) the config coordinate
-descent chose, its GPU time and cuBLAS's. A shape is looked up by its nearest measured
-entry (log2 distance, at most MAX_LOG2_DISTANCE); the reduction is used only where that
-entry's reduction beat cuBLAS by `margin`. Every refusal leaves Inductor's path as it was.
+`bench/gemv_reduction.py`: for each (dtype, layout, outputs, K) of a grid, a launch config
+chosen from those it timed through this hook (its --rule), that config's GPU time and
+cuBLAS's. A shape is looked up by its nearest measured entry (log2_distance, at most
+MAX_LOG2_DISTANCE); the reduction is used only where that entry's reduction beat cuBLAS by
+`margin`. Every refusal leaves Inductor's path as it was.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -45,6 +48,7 @@ ENV_TABLE = "TORCH_DIODE_GEMV_TABLE"     # a table file to use instead of the sh
 DTYPES = ("float16", "bfloat16", "float32")
 LAYOUTS = ("inner", "outer")            # the reduction runs along the matrix's contiguous dim, or across it
 CONFIG_KEYS = ("XBLOCK", "R0_BLOCK", "num_warps", "num_stages")
+ENTRY_KEYS = frozenset({"dtype", "layout", "n", "k", "config", "reduction_us", "cublas_us"})
 MAX_DIM = 1 << 24                        # outputs and K of a table entry
 MAX_ENTRIES = 4096
 MAX_TABLE_BYTES = 4 << 20
@@ -68,6 +72,12 @@ class GemvEntry:
 
     def config_dict(self) -> dict[str, int]:
         return dict(self.config)
+
+
+def log2_distance(n1: int, k1: int, n2: int, k2: int) -> float:
+    """How far apart two matrix-vector shapes are for the table: Euclidean in (log2 outputs,
+    log2 K), so one unit is a factor of two in one dimension."""
+    return math.hypot(math.log2(n1 / n2), math.log2(k1 / k2))
 
 
 def _pow2(v: int) -> bool:
@@ -114,7 +124,7 @@ class GemvTable:
         for e in self.entries:
             if e.dtype != dtype or e.layout != layout:
                 continue
-            d = math.hypot(math.log2(n / e.n), math.log2(k / e.k))
+            d = log2_distance(n, k, e.n, e.k)
             if best is None or d < best[1] or (d == best[1] and (e.n, e.k) < (best[0].n, best[0].k)):
                 best = (e, d)
         return best
@@ -160,8 +170,8 @@ def parse_table(data: bytes, source: str = "<bytes>") -> GemvTable:
         where = f"{source}: entries[{i}]"
         if not isinstance(r, dict):
             raise GemvTableError(f"{where}: not an object")
-        if set(r) - {"dtype", "layout", "n", "k", "config", "reduction_us", "cublas_us"}:
-            raise GemvTableError(f"{where}: unknown keys {sorted(set(r) - {'dtype', 'layout', 'n', 'k', 'config', 'reduction_us', 'cublas_us'})}")
+        if set(r) - ENTRY_KEYS:
+            raise GemvTableError(f"{where}: unknown keys {sorted(set(r) - ENTRY_KEYS)}")
         if r.get("dtype") not in DTYPES or r.get("layout") not in LAYOUTS:
             raise GemvTableError(f"{where}: dtype must be one of {DTYPES} and layout one of {LAYOUTS}")
         e = GemvEntry(r["dtype"], r["layout"], _int(r, "n", 1, MAX_DIM, where), _int(r, "k", 1, MAX_DIM, where),
@@ -338,11 +348,7 @@ def fixed_config_kwargs(features: Any, groups: Any, kernel_cls: Any, kernel_kwar
         if isinstance(tiling, dict) and set(tiling) != {"x", "r0_"}:
             return kernel_kwargs
         from torch._inductor.codegen.triton import FixedTritonConfig
-        import inspect
-        params = set()   # TritonKernel passes its **kwargs on to SIMDKernel: look along the MRO
-        for klass in getattr(kernel_cls, "__mro__", (kernel_cls,)):
-            if "__init__" in vars(klass):
-                params |= set(inspect.signature(klass.__init__).parameters)
+        params = _init_params(kernel_cls)
         if "fixed_config" not in params:
             return kernel_kwargs
         out = dict(kernel_kwargs)
@@ -357,6 +363,17 @@ def fixed_config_kwargs(features: Any, groups: Any, kernel_cls: Any, kernel_kwar
         log.debug("torch_diode: GEMV fixed config not applied: %s", e)
         _count("fixed_config_error")
         return kernel_kwargs
+
+
+@functools.lru_cache(maxsize=16)
+def _init_params(kernel_cls: type) -> frozenset:
+    """The keyword names kernel_cls's constructor takes: TritonKernel passes its **kwargs on
+    to SIMDKernel, so the whole MRO (once per class, not per kernel)."""
+    params = set()
+    for klass in getattr(kernel_cls, "__mro__", (kernel_cls,)):
+        if "__init__" in vars(klass):
+            params |= set(inspect.signature(klass.__init__).parameters)
+    return frozenset(params)
 
 
 def _count(outcome: str) -> None:
