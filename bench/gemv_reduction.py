@@ -199,6 +199,16 @@ def leave_one_out(grid_rows, rule):
     return _gm(v), max(v)
 
 
+def one_config_for_all(grid_rows):
+    """The single config with the lowest geomean time relative to each shape's fastest over
+    the whole grid: (config key, geomean, worst, shapes where it is the fastest)."""
+    rel, _ = _rel_times(grid_rows)
+    keys = sorted(set().union(*rel.values()))
+    c = min(keys, key=lambda c: _gm([rel[t].get(c, 10.0) for t in rel]))
+    v = [rel[t].get(c, 10.0) for t in rel]
+    return c, _gm(v), max(v), sum(x == 1.0 for x in v)
+
+
 def replay(results_path, out_dir, rule, hardware=None):
     """CPU: the leave-one-out replay of both rules on a measured grid, and the table by `rule`."""
     with open(results_path) as f:
@@ -207,6 +217,8 @@ def replay(results_path, out_dir, rule, hardware=None):
     for r in RULES:
         g, m = leave_one_out(grid, r)
         log(f"leave-one-out, rule {r:8s}: chosen / fastest geomean {g:.3f}, worst {m:.2f} ({len(grid)} shapes)")
+    c, g, m, won = one_config_for_all(grid)
+    log(f"one config for every shape, {c}: / fastest geomean {g:.3f}, worst {m:.2f}, the fastest on {won}")
     entries = table_entries(grid, rule)
     old = res.get("table") or {}
     table = {"format": gemv.TABLE_FORMAT, "hardware": hardware or res["hardware"],

@@ -53,3 +53,12 @@ def test_replay_cli_writes_the_table_and_prints_both_rules(tmp_path):
     t = json.loads((tmp_path / "nvidia-h200-144gb.json").read_text())
     assert t["entries"] == json.loads(SHIPPED.read_text())["entries"]
     assert t["measured"]["replayed_from"] == "gemv-results.json"
+
+
+def test_one_config_for_all_is_measured_on_every_shape_and_no_single_config_does_better():
+    c, g, m, won = gr.one_config_for_all(grid())
+    rel, _ = gr._rel_times(grid())
+    assert all(c in r for r in rel.values())
+    assert 1.0 <= g <= m and 1 <= won <= len(rel)
+    for other in set().union(*rel.values()):
+        assert gr._gm([r.get(other, 10.0) for r in rel.values()]) >= g
