@@ -16,10 +16,15 @@ benchmark repeats one call), and on the first H200 run (2026-11-28) its picks lo
 cuBLAS on 8 of 40 grid shapes, where a measured config won on all 40.
 
 Phase 2 (held out): for EVAL shapes, none of them in the grid (among them issue 20's M = 1
-workloads l3_gate_m1 and l3_q_m1), side by side: cuBLAS, plain torch.compile,
-coordinate descent (compile time + GPU time), and torch_diode predict mode with the
-phase-1 table (compile time + GPU time + whether its reduction kernel carries the fixed
-config). Results: $OUT/gemv-results.json and a table on stdout.
+workloads l3_gate_m1 and l3_q_m1), and EVAL_BIAS (M = 1 linears with bias: addmm, which
+the hook turns into the same reduction with the bias as its epilogue), side by side:
+cuBLAS, plain torch.compile, coordinate descent (compile time + GPU time), and
+torch_diode predict mode with the phase-1 table of each rule (compile time + GPU time +
+whether its reduction kernel carries the fixed config). Results: $OUT/gemv-results.json
+and a table on stdout.
+
+--reuse-grid RESULTS_JSON takes the grid shapes an earlier run on this hardware measured
+from its gemv-results.json and measures only the others (a wider grid in one device call).
 
 GPU time: a CUDA graph of one call per weight copy, the copies together 3x the L2 (so the
 weight comes from HBM, as in a decode step), timed with CUDA events, median of 15 replays,
@@ -65,6 +70,14 @@ EVAL = (  # (name, dtype, N, K): none on the grid
     ("l70_down_m1", "float16", 8192, 28672),
     ("small_2048", "float16", 2048, 2048),
     ("vit_fc1_m1", "float16", 3072, 768),
+)
+EVAL_BIAS = (  # (name, dtype, N, K): M = 1 linears with bias (addmm), none on the grid
+    ("qwen2_7b_q_m1", "bfloat16", 3584, 3584),
+    ("qwen2_7b_kv_m1", "bfloat16", 512, 3584),     # N 1.6 octaves under the grid: keeps cuBLAS
+    ("gpt2_xl_qkv_m1", "float16", 4800, 1600),
+    ("gpt2_xl_fc_m1", "float16", 6400, 1600),
+    ("phi2_fc1_m1", "float16", 10240, 2560),
+    ("phi2_fc2_m1", "float16", 2560, 10240),
 )
 
 
@@ -209,6 +222,16 @@ def one_config_for_all(grid_rows):
     return c, _gm(v), max(v), sum(x == 1.0 for x in v)
 
 
+def reused_grid(results_path, hardware):
+    """The grid rows of an earlier run's gemv-results.json; refused when measured on other hardware."""
+    with open(results_path) as f:
+        res = json.load(f)
+    if res.get("hardware") != hardware:
+        raise SystemExit(f"--reuse-grid {results_path}: measured on {res.get('hardware')}, not {hardware}")
+    return [dict(r, reused_from=os.path.basename(os.path.dirname(os.path.abspath(results_path))))
+            for r in res["grid"]]
+
+
 def replay(results_path, out_dir, rule, hardware=None):
     """CPU: the leave-one-out replay of both rules on a measured grid, and the table by `rule`."""
     with open(results_path) as f:
@@ -234,6 +257,28 @@ def replay(results_path, out_dir, rule, hardware=None):
     return table
 
 
+def report(rows, rule):
+    """The held-out table and its geomeans (every rule measured), per kind: mm, addmm."""
+    others = sorted({k[len("diode_us_"):] for r in rows for k in r if k.startswith("diode_us_")})
+    log(f"\n| shape | dtype | bias | cuBLAS us | CD us | diode us ({rule}) | "
+        + "".join(f"{o} us | " for o in others) + "diode / cuBLAS | diode / CD | compile diode / plain |")
+    log("|---|---|---|---|---|---|" + "---|" * len(others) + "---|---|---|")
+    for r in rows:
+        log(f"| {r['name']} | {r['dtype']} | {'yes' if r.get('bias') else 'no'} | {r['cublas_us']:.2f} | "
+            f"{r['cd_us']:.2f} | {r['diode_us']:.2f} | " + "".join(f"{r['diode_us_' + o]:.2f} | " for o in others)
+            + f"{r['diode_us'] / r['cublas_us']:.3f} | {r['diode_us'] / r['cd_us']:.3f} | "
+            f"{r['diode_s'] / r['plain_s']:.2f} |")
+    for kind, sel in (("mm", [r for r in rows if not r.get("bias")]), ("addmm", [r for r in rows if r.get("bias")])):
+        if not sel:
+            continue
+        log(f"{kind} ({len(sel)}): geomean diode ({rule})/cuBLAS {_gm([r['diode_us'] / r['cublas_us'] for r in sel]):.3f}  "
+            + "".join(f"{o}/cuBLAS {_gm([r['diode_us_' + o] / r['cublas_us'] for r in sel]):.3f}  " for o in others)
+            + f"diode/CD {_gm([r['diode_us'] / r['cd_us'] for r in sel]):.3f}  "
+            f"CD/cuBLAS {_gm([r['cd_us'] / r['cublas_us'] for r in sel]):.3f}  "
+            f"compile diode/plain {_gm([r['diode_s'] / r['plain_s'] for r in sel]):.2f}  "
+            f"CD/plain {_gm([r['cd_s'] / r['plain_s'] for r in sel]):.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -241,6 +286,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="two grid shapes and two eval shapes")
     ap.add_argument("--rule", choices=sorted(RULES), default="robust",
                     help="how the table picks each shape's config from the measured grid (default robust)")
+    ap.add_argument("--reuse-grid", metavar="RESULTS_JSON",
+                    help="take the grid shapes this gemv-results.json (same hardware) measured; measure the rest")
     ap.add_argument("--replay", metavar="RESULTS_JSON",
                     help="CPU: no GPU run; the leave-one-out replay of both rules on a gemv-results.json, "
                          "and the table by --rule written to --out")
@@ -302,12 +349,17 @@ def main():
         torch_diode.reset_prediction_stats()
 
     grid = [(dt, n, k) for dt in DTYPES for n in TABLE_GRID_N for k in TABLE_GRID_K]
-    evals = list(EVAL)
+    evals = [e + (False,) for e in EVAL] + [e + (True,) for e in EVAL_BIAS]
     configs = CONFIGS
     if a.quick:
-        grid, evals, configs = grid[:2], evals[:2], CONFIGS[:3]
-    rows, grid_rows = [], []
+        grid, evals, configs = grid[:2], evals[:2] + evals[-1:], CONFIGS[:3]
+    rows, grid_rows = [], reused_grid(a.reuse_grid, hw_key) if a.reuse_grid else []
+    reused = len(grid_rows)
+    done = {(r["dtype"], r["n"], r["k"]) for r in grid_rows}
+    log(f"grid: {len(grid_rows)} shapes reused, {sum(g not in done for g in grid)} to measure")
     for dt, n, k in grid:
+        if (dt, n, k) in done:
+            continue
         if left() < 120:
             log(f"budget: grid stops before {dt} {n}x{k}")
             break
@@ -334,63 +386,69 @@ def main():
         else:
             log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
         del x, ws
-    entries = table_entries(grid_rows, a.rule)
-    table = {"format": gemv.TABLE_FORMAT, "hardware": hw_key,
-             "measured": {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
-                          "torch": torch.__version__, "command": "bench/gemv_reduction.py",
-                          "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
-                                    f"{len(configs)} configs compiled through the hook; rule {a.rule}: {RULES[a.rule]}"},
-             "entries": entries}
-    table_path = os.path.join(a.out, f"{hw_key}.json")
-    with open(table_path, "w") as f:
-        json.dump(table, f, indent=1)
-    log(f"table: {len(entries)} entries -> {table_path}")
+    measured = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
+                "torch": torch.__version__, "command": "bench/gemv_reduction.py",
+                "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
+                          f"{len(configs)} configs compiled through the hook",
+                "grid": f"{len(grid_rows) - reused} shapes measured now"
+                        + (f", {reused} from {os.path.basename(a.reuse_grid)}" if reused else "")}
+    tables, table_paths = {}, {}
+    for rule in sorted(RULES, key=lambda r: r != a.rule):    # a.rule's table is $OUT/<hw>.json
+        tables[rule] = {"format": gemv.TABLE_FORMAT, "hardware": hw_key,
+                        "measured": dict(measured, rule=f"{rule}: {RULES[rule]}"),
+                        "entries": table_entries(grid_rows, rule)}
+        name = f"{hw_key}.json" if rule == a.rule else f"{hw_key}.{rule}.json"
+        table_paths[rule] = os.path.join(a.out if rule == a.rule else cache, name)
+        with open(table_paths[rule], "w") as f:
+            json.dump(tables[rule], f, indent=1)
+    table = tables[a.rule]
+    log(f"table: {len(table['entries'])} entries (rule {a.rule}) -> {table_paths[a.rule]}")
     with open(os.path.join(a.out, "gemv-results.json"), "w") as f:   # again at the end, with the eval
         json.dump({"hardware": hw_key, "grid": grid_rows}, f, indent=1)
 
-    for name, dt, n, k in evals:
+    for name, dt, n, k, bias in evals:
         if left() < 25:
             log(f"budget: eval stops before {name}")
             break
         dtype = getattr(torch, dt)
         x, ws = make_inputs(torch, dtype, n, k)
-        ref = linear(x, ws[0])
-        row = {"name": name, "dtype": dt, "n": n, "k": k, "cublas_us": gpu_us(torch, linear, x, ws)}
+        fn = linear
+        if bias:     # F.linear with bias: aten.addmm
+            b = torch.randn(n, device="cuda", dtype=dtype)
+
+            def fn(x, w, b=b):
+                return F.linear(x, w, b)
+        ref = fn(x, ws[0])
+        row = {"name": name, "dtype": dt, "n": n, "k": k, "bias": bias, "cublas_us": gpu_us(torch, fn, x, ws)}
         torch_diode.uninstall()
-        c, row["plain_s"], _ = compiled(torch, linear, x, ws[0])
+        c, row["plain_s"], _ = compiled(torch, fn, x, ws[0])
         row["plain_us"] = gpu_us(torch, c, x, ws)
         since = time.time() - 1
-        c, row["cd_s"], _ = compiled(torch, linear, x, ws[0], coordinate_descent_tuning=True)
+        c, row["cd_s"], _ = compiled(torch, fn, x, ws[0], coordinate_descent_tuning=True)
         row["cd_us"] = gpu_us(torch, c, x, ws)
         row["cd_config"] = newest_best_config(cache, since)
-        install(table_path)
-        c, row["diode_s"], code = compiled(torch, linear, x, ws[0], max_autotune_gemm=True)
-        row["diode_us"] = gpu_us(torch, c, x, ws)
-        row["diode_fixed_config"] = "fixed_config(" in code
-        row["diode_gemv"] = torch_diode.get_prediction_stats().get("gemv")
-        row["diode_err"] = check(ref, c(x, ws[0]))
-        torch_diode.uninstall()
+        for rule, path in table_paths.items():
+            install(path)
+            c, comp_s, code = compiled(torch, fn, x, ws[0], max_autotune_gemm=True)
+            sfx = "" if rule == a.rule else f"_{rule}"
+            row["diode_s" + sfx], row["diode_us" + sfx] = comp_s, gpu_us(torch, c, x, ws)
+            row["diode_fixed_config" + sfx] = "fixed_config(" in code
+            row["diode_gemv" + sfx] = torch_diode.get_prediction_stats().get("gemv")
+            row["diode_err" + sfx] = check(ref, c(x, ws[0]))
+            torch_diode.uninstall()
         rows.append(row)
-        log(f"eval {name:16s} {dt:8s} N={n:6d} K={k:6d} cublas {row['cublas_us']:7.2f} plain {row['plain_us']:7.2f} "
-            f"CD {row['cd_us']:7.2f} ({row['cd_s']:.1f} s) diode {row['diode_us']:7.2f} ({row['diode_s']:.1f} s) "
-            f"fixed={row['diode_fixed_config']} gemv={row['diode_gemv']} err {row['diode_err']:.1e}")
+        others = " ".join(f"{r} {row['diode_us_' + r]:7.2f}" for r in table_paths if r != a.rule)
+        log(f"eval {name:16s} {dt:8s} N={n:6d} K={k:6d} bias={int(bias)} cublas {row['cublas_us']:7.2f} "
+            f"plain {row['plain_us']:7.2f} CD {row['cd_us']:7.2f} ({row['cd_s']:.1f} s) diode {row['diode_us']:7.2f} "
+            f"({row['diode_s']:.1f} s; {others}) fixed={row['diode_fixed_config']} gemv={row['diode_gemv']} "
+            f"err {row['diode_err']:.1e}")
         del x, ws, c
     res = {"api": api, "hardware": hw_key, "gpu": torch.cuda.get_device_name(0), "model": shipped,
            "table": table, "grid": grid_rows, "eval": rows}
     with open(os.path.join(a.out, "gemv-results.json"), "w") as f:
         json.dump(res, f, indent=1)
     if rows:
-        log("\n| shape | dtype | cuBLAS us | CD us | diode us | diode / cuBLAS | diode / CD | compile diode / plain |")
-        log("|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            log(f"| {r['name']} | {r['dtype']} | {r['cublas_us']:.2f} | {r['cd_us']:.2f} | {r['diode_us']:.2f} | "
-                f"{r['diode_us'] / r['cublas_us']:.3f} | {r['diode_us'] / r['cd_us']:.3f} | "
-                f"{r['diode_s'] / r['plain_s']:.2f} |")
-        log(f"geomean diode/cuBLAS {_gm([r['diode_us'] / r['cublas_us'] for r in rows]):.3f}  "
-            f"diode/CD {_gm([r['diode_us'] / r['cd_us'] for r in rows]):.3f}  "
-            f"CD/cuBLAS {_gm([r['cd_us'] / r['cublas_us'] for r in rows]):.3f}  "
-            f"compile diode/plain {_gm([r['diode_s'] / r['plain_s'] for r in rows]):.2f}  "
-            f"CD/plain {_gm([r['cd_s'] / r['plain_s'] for r in rows]):.2f}")
+        report(rows, a.rule)
 
 
 if __name__ == "__main__":

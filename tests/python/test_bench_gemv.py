@@ -62,3 +62,23 @@ def test_one_config_for_all_is_measured_on_every_shape_and_no_single_config_does
     assert 1.0 <= g <= m and 1 <= won <= len(rel)
     for other in set().union(*rel.values()):
         assert gr._gm([r.get(other, 10.0) for r in rel.values()]) >= g
+
+
+def test_reuse_grid_takes_the_same_hardwares_rows_and_refuses_another(tmp_path):
+    import pytest
+    rows = gr.reused_grid(str(GRID), "nvidia-h200-144gb")
+    assert len(rows) == 40 and {r["reused_from"] for r in rows} == {"run2-grid"}
+    assert gr.table_entries(rows, "fastest") == gr.table_entries(grid(), "fastest")
+    with pytest.raises(SystemExit, match="nvidia-h200-144gb, not nvidia-h100-80gb"):
+        gr.reused_grid(str(GRID), "nvidia-h100-80gb")
+
+
+def test_report_gives_each_kind_and_every_rule_its_geomean(capsys):
+    def row(name, bias, us, us_fastest):
+        return {"name": name, "dtype": "float16", "bias": bias, "cublas_us": 10.0, "cd_us": 8.0, "diode_us": us,
+                "diode_us_fastest": us_fastest, "diode_s": 0.3, "plain_s": 0.1, "cd_s": 1.0}
+    gr.report([row("a", False, 5.0, 10.0), row("b", False, 20.0, 10.0), row("c", True, 8.0, 4.0)], "robust")
+    out = capsys.readouterr().out
+    assert "| c | float16 | yes | 10.00 | 8.00 | 8.00 | 4.00 | 0.800 | 1.000 | 3.00 |" in out
+    assert "mm (2): geomean diode (robust)/cuBLAS 1.000  fastest/cuBLAS 1.000" in out
+    assert "addmm (1): geomean diode (robust)/cuBLAS 0.800  fastest/cuBLAS 0.400" in out

@@ -236,6 +236,66 @@ def test_under_coordinate_descent_inductor_decomposes_and_tunes_on_its_own(predi
     assert gemv._planned == {}                         # no fixed config: coordinate descent tunes it
 
 
+def addmm_decomposition():
+    from torch._inductor import decomposition as d
+    op = torch.ops.aten.addmm.default
+    return d.decompositions[op], d.select_decomp_table()[op]
+
+
+def fake_bias(mode, shape, dtype=torch.float16):
+    with mode:
+        return torch.empty(shape, device="cuda", dtype=dtype)
+
+
+def test_install_wraps_inductors_addmm_decomposition(predict_hook):
+    table_fn, selected = addmm_decomposition()
+    assert table_fn.__name__ == "addmm_as_reduction" and selected is table_fn
+    # CPU: a compiled linear with bias is the GEMM's, nothing planned
+    f = torch.compile(lambda x, w, b: torch.nn.functional.linear(x, w, b))
+    x, w, b = torch.randn(1, 64), torch.randn(32, 64), torch.randn(32)
+    torch.testing.assert_close(f(x, w, b), torch.addmm(b, x, w.t()))
+    assert gemv._planned == {}
+
+
+def test_an_m1_linear_with_bias_becomes_the_reduction_with_the_bias_in_fp32(predict_hook):
+    wrapper, _ = addmm_decomposition()
+    mode, a, b = fake_pair((1, 4096), (4096, 14336))
+    for bias_shape in ((14336,), (1, 14336)):
+        bias = fake_bias(mode, bias_shape)
+        with mode:
+            out = wrapper(bias, a, b)
+        assert isinstance(out, torch.Tensor) and out.shape == (1, 14336) and out.dtype == torch.float16
+    with mode:      # keyword beta / alpha are addmm's too
+        assert isinstance(wrapper(fake_bias(mode, (14336,)), a, b, beta=0.5, alpha=2.0), torch.Tensor)
+    assert gemv.planned_config(14336, 4096) == CFG
+    assert api.get_prediction_stats()["gemv"] == {"reduction": 3}
+    # not ours, Inductor's addmm (NotImplemented for these): a bias of another dtype, a bias
+    # that does not broadcast to the output, a positional extra (out_dtype / beta), a table miss
+    for bias, extra in ((fake_bias(mode, (14336,), torch.bfloat16), ()),
+                        (fake_bias(mode, (2, 14336)), ()),
+                        (fake_bias(mode, (14336,)), (torch.float16,))):
+        with mode:
+            assert wrapper(bias, a, b, *extra) is NotImplemented
+    mode, a, b = fake_pair((1, 1536), (1536, 6144), dtype=torch.bfloat16)
+    with mode:
+        assert wrapper(fake_bias(mode, (6144,), torch.bfloat16), a, b) is NotImplemented
+    assert api.get_prediction_stats()["gemv"] == {"reduction": 3, "cublas_or_model": 1}
+
+
+def test_addmm_epilogue_matches_addmm_with_one_rounding():
+    torch.manual_seed(0)
+    a, w = torch.randn(1, 256), torch.randn(256, 96)
+    bias = torch.randn(96).to(torch.bfloat16)
+    prod = a @ w                                                       # the fp32 product
+    for beta, alpha in ((1, 1), (0.5, 2.0), (0, 1)):
+        got = gemv.addmm_epilogue(prod, bias, beta, alpha, torch.bfloat16)
+        want = torch.addmm(bias.float(), a, w, beta=beta, alpha=alpha).to(torch.bfloat16)
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    nan_bias = torch.full((96,), float("nan"), dtype=torch.bfloat16)
+    assert not gemv.addmm_epilogue(prod, nan_bias, 0, 1, torch.bfloat16).isnan().any()
+
+
 # ------------------------------------------------------------------ the fixed launch config
 
 class Features:
@@ -305,7 +365,7 @@ def test_a_pickled_factory_keeps_every_predict_option():
 
 
 def test_a_planning_error_takes_inductors_path_and_is_counted(predict_hook, monkeypatch):
-    def boom(a, b):
+    def boom(*args):
         raise RuntimeError("boom")
     monkeypatch.setattr(gemv, "_plan", boom)
     wrapper, _ = mm_decomposition()

@@ -14,6 +14,9 @@ says the reduction beats cuBLAS:
    the GPU whose table entry says so, it calls Inductor's own decomposition with
    `coordinate_descent_tuning` patched on for that call alone (one definition of the
    reduction: Inductor's), and remembers (outputs, K) -> the table's launch config.
+   `addmm_as_reduction` does the same for a linear with bias (Inductor never decomposes a
+   GPU addmm, not even under coordinate descent): the same mm reduction, then the bias
+   added in fp32, which Inductor fuses into the reduction kernel as its epilogue.
 2. `fixed_config_kwargs` (called from the handler's `triton_kernel_kwargs`, Inductor's hook
    "used to apply fixed configurations") gives the reduction kernel of that size a
    `FixedTritonConfig`: compiled once, never tuned (Inductor skips coordinate descent for
@@ -252,6 +255,22 @@ def matvec_shape(a: Any, b: Any) -> tuple[str, str, int, int] | None:
         return None
 
 
+def _bias_fits(bias: Any, a: Any, b: Any) -> bool:
+    """addmm's bias: a tensor of the GEMM's dtype and device, with static sizes that
+    broadcast to the (M, N) output (what F.linear passes: (N,))."""
+    import torch
+    try:
+        if not isinstance(bias, torch.Tensor) or bias.dtype != a.dtype or bias.device != a.device:
+            return False
+        sizes = tuple(bias.shape)
+        if not all(isinstance(s, int) for s in sizes) or len(sizes) > 2:
+            return False
+        out = (int(a.shape[0]), int(b.shape[1]))
+        return torch.broadcast_shapes(sizes, out) == out
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
 # --------------------------------------------------------------- the decomposition
 
 # (outputs, K) -> launch config, for this process. The decomposition (AOT tracing) and the
@@ -262,23 +281,23 @@ def matvec_shape(a: Any, b: Any) -> tuple[str, str, int, int] | None:
 _planned: dict[tuple[int, int], dict[str, int]] = {}
 _PLANNED_MAX = 4096
 _wrap_lock = threading.Lock()
-_wrapped: dict[str, Any] = {}                           # "orig": Inductor's mm decomposition
+_wrapped: dict[str, Any] = {}           # "mm", "addmm": Inductor's decompositions, wrapped
 
 
 def planned_config(outputs: int, k: int) -> dict[str, int] | None:
     return _planned.get((outputs, k))
 
 
-def _plan(a: Any, b: Any) -> dict | None:
+def _plan(a: Any, b: Any, bias: Any = None) -> dict | None:
     from . import api
     state = api.active_state()
     if state is None or state.options.mode != "predict" or not state.options.gemv_reduction:
         return None
     from torch._inductor import config
-    if config.coordinate_descent_tuning:       # Inductor decomposes and tunes on its own
+    if config.coordinate_descent_tuning:       # Inductor decomposes mm and tunes on its own
         return None
     shape = matvec_shape(a, b)
-    if shape is None:
+    if shape is None or (bias is not None and not _bias_fits(bias, a, b)):
         return None
     table = state.gemv_table
     if table is None:
@@ -293,41 +312,78 @@ def _plan(a: Any, b: Any) -> dict | None:
     return cfg
 
 
+def addmm_epilogue(out: Any, bias: Any, beta: Any, alpha: Any, dtype: Any) -> Any:
+    """addmm's alpha * (a @ b) + beta * bias from the fp32 product `out`, in fp32, rounded
+    once to `dtype`; beta 0 ignores the bias, NaN included (addmm's contract)."""
+    import torch
+    if alpha != 1:
+        out = out * alpha
+    if beta != 0:
+        b32 = bias.to(torch.float32)
+        out = out + (b32 if beta == 1 else b32 * beta)
+    return out.to(dtype)
+
+
 def install_decomposition() -> bool:
-    """Wraps Inductor's aten.mm decomposition once per process (idempotent). False when
-    this torch has no such entry (then predict mode simply never offers the reduction)."""
+    """Wraps Inductor's aten.mm decomposition (and aten.addmm's, for a linear with bias)
+    once per process (idempotent). False when this torch has no mm entry (then predict mode
+    simply never offers the reduction)."""
     with _wrap_lock:
-        if "orig" in _wrapped:
+        if "mm" in _wrapped:
             return True
         try:
             import torch
             from torch._inductor import decomposition as d
         except ImportError:
             return False
-        op = torch.ops.aten.mm.default
-        orig = d.decompositions.get(op)
-        if orig is None:
+        mm_op, addmm_op = torch.ops.aten.mm.default, torch.ops.aten.addmm.default
+        orig_mm = d.decompositions.get(mm_op)
+        if orig_mm is None:
             return False
 
-        def mm_as_reduction(a, b, *args, **kwargs):
+        def planned(a, b, bias=None):
             try:
-                cfg = _plan(a, b)
+                return _plan(a, b, bias)
             except Exception as e:  # the hook must never break a compile: Inductor's path, counted
                 log.debug("torch_diode: GEMV planning failed: %s", e)
                 _count("planning_error")
-                cfg = None
-            if cfg is None:
-                return orig(a, b, *args, **kwargs)
+                return None
+
+        def mm_as_reduction(a, b, *args, **kwargs):
+            if args or kwargs or planned(a, b) is None:     # out_dtype (2.13): not ours
+                return orig_mm(a, b, *args, **kwargs)
             from torch._inductor import config
             with config.patch(coordinate_descent_tuning=True):   # Inductor's own reduction
-                return orig(a, b, *args, **kwargs)
+                return orig_mm(a, b)
 
-        mm_as_reduction.__wrapped__ = orig
-        d.decompositions[op] = mm_as_reduction
+        mm_as_reduction.__wrapped__ = orig_mm
+        d.decompositions[mm_op] = mm_as_reduction
+        _wrapped["mm"] = orig_mm
+
+        orig_addmm = d.decompositions.get(addmm_op)
+        if orig_addmm is not None:
+            def addmm_as_reduction(bias, a, b, *args, **kwargs):
+                # Positional extras mean out_dtype on 2.13 and beta on 2.11: only the plain
+                # call (F.linear's) and keyword beta / alpha are ours.
+                if args or set(kwargs) - {"beta", "alpha"} or planned(a, b, bias) is None:
+                    return orig_addmm(bias, a, b, *args, **kwargs)
+                beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+                from torch._inductor import config
+                # Inductor's mm reduction on fp32 operands (the casts fuse into its loads, as
+                # its own pw_cast_for_opmath does), then alpha * out + beta * bias in fp32 and
+                # one rounding to the GEMM's dtype, as cuBLAS's epilogue does.
+                with config.patch(coordinate_descent_tuning=True):
+                    out = orig_mm(a.to(torch.float32), b.to(torch.float32))
+                if out is NotImplemented:   # not a reduction after all: Inductor's addmm
+                    return orig_addmm(bias, a, b, *args, **kwargs)
+                return addmm_epilogue(out, bias, beta, alpha, a.dtype)
+
+            addmm_as_reduction.__wrapped__ = orig_addmm
+            d.decompositions[addmm_op] = addmm_as_reduction
+            _wrapped["addmm"] = orig_addmm
         cache_clear = getattr(getattr(d, "fast_random_decomps", None), "cache_clear", None)
         if cache_clear:     # the cached copy of the table that select_decomp_table() returns
             cache_clear()
-        _wrapped["orig"] = orig
         return True
 
 
