@@ -390,8 +390,10 @@ def main():
                 "torch": torch.__version__, "command": "bench/gemv_reduction.py",
                 "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
                           f"{len(configs)} configs compiled through the hook",
+                "argv": " ".join(sys.argv[1:]),
                 "grid": f"{len(grid_rows) - reused} shapes measured now"
-                        + (f", {reused} from {os.path.basename(a.reuse_grid)}" if reused else "")}
+                        + (f", {reused} from {grid_rows[0]['reused_from']}/{os.path.basename(a.reuse_grid)}"
+                           if reused else "")}
     tables, table_paths = {}, {}
     for rule in sorted(RULES, key=lambda r: r != a.rule):    # a.rule's table is $OUT/<hw>.json
         tables[rule] = {"format": gemv.TABLE_FORMAT, "hardware": hw_key,
