@@ -112,7 +112,8 @@ PREDICT_CD_OPTIONS = dict(PREDICT_OPTIONS, coordinate_descent_tuning=True)  # + 
 PREDICT_MODES = ("diode_predict", "diode_predict_cd")  # torch_diode mode=predict: nothing benchmarked
 LOCK_ENV = "DIODE_E2E_LOCK"  # lock file held by a worker from compile to the end of its measurement
 
-# Workloads: layers of real models, none of them in datasets/nvidia-h100-80gb (--check-dataset).
+# Workloads: layers of real models, none in the datasets but l3_q_m1 (H100, H200) and l3_gate_m1
+# (H200), which dataset2 reached (--check-dataset; docs/hook.md).
 # GEMM ops: linear = nn.Linear without bias (x @ W^T: wire mm, trans_b), addmm = nn.Linear with
 # bias (wire addmm, trans_b, bias row), bmm_nt = Q @ K^T (wire bmm, trans_b), bmm = P @ V (NN).
 # Llama-3-8B: d 4096, k/v 1024 (8 KV heads of 128), MLP 14336; ViT-B/16: 197 tokens x 768, MLP 3072.
@@ -145,6 +146,9 @@ WORKLOADS = {
                    "layer": "ViT-B/16 mlp.fc1 + bias, batch 8 (8 x 197 tokens)"},
     "vit_qkv_b8": {"kind": "gemm", "op": "addmm", "m": 1576, "n": 2304, "k": 768, "dtype": "fp16",
                    "layer": "ViT-B/16 attn.qkv + bias, batch 8"},
+    # since session 28: a decode linear with bias (predict mode's GEMV reduction covers addmm)
+    "phi2_fc1_m1": {"kind": "gemm", "op": "addmm", "m": 1, "n": 10240, "k": 2560, "dtype": "fp16",
+                    "layer": "Phi-2 mlp.fc1 + bias, decode M=1"},
     # small models
     "mlp_block": {"kind": "mlp", "tokens": 1024, "d": 2048, "ffn": 5632, "dtype": "bf16",
                   "layer": "TinyLlama-1.1B SwiGLU MLP, 1024 tokens"},
