@@ -26,6 +26,11 @@ and a table on stdout.
 --reuse-grid RESULTS_JSON takes the grid shapes an earlier run on this hardware measured
 from its gemv-results.json and measures only the others (a wider grid in one device call).
 
+--layout outer measures x @ W with W stored (K, N) (HF GPT-2's Conv1D: addmm(bias, x, W))
+instead: CONFIGS_OUTER on a grid without K = 24,576, and the EVAL_OUTER rows. With
+--reuse-grid of an inner run the table holds both layouts:
+    python3 bench/gemv_reduction.py --layout outer --reuse-grid INNER/gemv-results.json --out $OUT
+
 GPU time: a CUDA graph of one call per weight copy, the copies together 3x the L2 (so the
 weight comes from HBM, as in a decode step), timed with CUDA events, median of 15 replays,
 divided by the calls in the graph.
@@ -57,6 +62,17 @@ CONFIGS = tuple({"XBLOCK": x, "R0_BLOCK": r, "num_warps": w, "num_stages": 1}
     {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 8, "num_stages": 1},
     {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 4, "num_stages": 1},
     {"XBLOCK": 1, "R0_BLOCK": 4096, "num_warps": 4, "num_stages": 1})
+# Layout "outer" (x @ W with W stored (K, N), as HF GPT-2's Conv1D): the reduction runs across
+# rows, so many outputs per program and a short R0_BLOCK, around Inductor's own outer-reduction
+# heuristic (XBLOCK 16-64, R0_BLOCK 8-64: runtime/triton_heuristics.py, outer_config_opt).
+CONFIGS_OUTER = tuple({"XBLOCK": x, "R0_BLOCK": r, "num_warps": 4 if x * r <= 1024 else 8, "num_stages": 1}
+                      for x in (16, 32, 64, 128) for r in (8, 16, 32, 64) if x * r <= 4096) + (
+    {"XBLOCK": 16, "R0_BLOCK": 32, "num_warps": 8, "num_stages": 1},
+    {"XBLOCK": 32, "R0_BLOCK": 32, "num_warps": 8, "num_stages": 1},
+    {"XBLOCK": 64, "R0_BLOCK": 16, "num_warps": 8, "num_stages": 1},
+    {"XBLOCK": 8, "R0_BLOCK": 64, "num_warps": 4, "num_stages": 1},
+    {"XBLOCK": 128, "R0_BLOCK": 8, "num_warps": 8, "num_stages": 1})
+GRID_K = {"inner": TABLE_GRID_K, "outer": TABLE_GRID_K[:-1]}    # outer: one call's worth of compiles
 EVAL = (  # (name, dtype, N, K): none on the grid
     ("l3_gate_m1", "float16", 14336, 4096),
     ("l3_q_m1", "bfloat16", 4096, 4096),
@@ -70,6 +86,14 @@ EVAL = (  # (name, dtype, N, K): none on the grid
     ("l70_down_m1", "float16", 8192, 28672),
     ("small_2048", "float16", 2048, 2048),
     ("vit_fc1_m1", "float16", 3072, 768),
+)
+EVAL_OUTER = (  # (name, dtype, N, K, bias): x @ W with W (K, N), none on the grid; GPT-2's Conv1D has a bias
+    ("gpt2_xl_c_attn_m1", "float16", 4800, 1600, True),
+    ("gpt2_xl_c_fc_m1", "float16", 6400, 1600, True),
+    ("gpt2_xl_mlp_c_proj_m1", "float16", 1600, 6400, True),
+    ("gpt2_m_c_attn_m1", "bfloat16", 3072, 1024, True),
+    ("xw_gate_m1", "bfloat16", 14336, 4096, False),
+    ("xw_q_m1", "float16", 4096, 4096, False),
 )
 EVAL_BIAS = (  # (name, dtype, N, K): M = 1 linears with bias (addmm), none on the grid
     ("qwen2_7b_q_m1", "bfloat16", 3584, 3584),
@@ -85,13 +109,25 @@ def log(*a):
     print(*a, flush=True)
 
 
-def make_inputs(torch, dtype, n, k):
+def make_inputs(torch, dtype, n, k, layout="inner"):
+    """x (1, K) and weight copies together 3x the L2: (N, K) for F.linear ("inner"), (K, N)
+    for x @ W ("outer")."""
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     wbytes = n * k * torch.tensor([], dtype=dtype).element_size()
     copies = max(2, min(64, math.ceil(3 * l2 / wbytes)))
     x = torch.randn(1, k, device="cuda", dtype=dtype)
-    ws = [torch.randn(n, k, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
+    shape = (n, k) if layout == "inner" else (k, n)
+    ws = [torch.randn(*shape, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
     return x, ws
+
+
+def matvec_fn(torch, layout, bias=None):
+    """The M = 1 GEMM of a layout: F.linear(x, w[, bias]) (mm / addmm with W^T), or x @ w /
+    addmm(bias, x, w) with W stored (K, N)."""
+    import torch.nn.functional as F
+    if layout == "inner":
+        return (lambda x, w: F.linear(x, w)) if bias is None else (lambda x, w: F.linear(x, w, bias))
+    return (lambda x, w: x @ w) if bias is None else (lambda x, w: torch.addmm(bias, x, w))
 
 
 def gpu_us(torch, fn, x, ws, reps=15):
@@ -152,25 +188,30 @@ def check(ref, got):
 RULES = {
     "fastest": "each shape's own fastest config",
     "robust": "each shape's config is the one with the lowest geomean time relative to the fastest over the "
-              "grid shapes of its dtype within one octave (log2 distance <= 1), itself included",
+              "grid shapes of its dtype and layout within one octave (log2 distance <= 1), itself included",
 }
 
 
+def _shape(r):
+    """A grid row's (dtype, n, k, layout); rows from before the layout was recorded are "inner"."""
+    return r["dtype"], r["n"], r["k"], r.get("layout", "inner")
+
+
 def _rel_times(grid_rows):
-    """(dtype, n, k) -> {config key: time / that shape's fastest}, and -> {key: us}."""
+    """(dtype, n, k, layout) -> {config key: time / that shape's fastest}, and -> {key: us}."""
     rel, us = {}, {}
     for r in grid_rows:
         if not r["configs"]:
             continue
         best = min(c["us"] for c in r["configs"])
-        shape = (r["dtype"], r["n"], r["k"])
+        shape = _shape(r)
         us[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] for c in r["configs"]}
         rel[shape] = {key: t / best for key, t in us[shape].items()}
     return rel, us
 
 
 def _dist(a, b):
-    """gemv.log2_distance of two (dtype, n, k) shapes."""
+    """gemv.log2_distance of two (dtype, n, k, layout) shapes."""
     return gemv.log2_distance(a[1], a[2], b[1], b[2])
 
 
@@ -180,7 +221,7 @@ def _gm(v):
 
 def _choose(rel, shape, rule, exclude=None):
     """The config key the rule gives `shape`, from the grid shapes other than `exclude`."""
-    pool = [t for t in rel if t != exclude and t[0] == shape[0]]
+    pool = [t for t in rel if t != exclude and t[0] == shape[0] and t[3] == shape[3]]
     if rule == "fastest":
         if exclude is None:
             return min(rel[shape], key=rel[shape].get)
@@ -195,11 +236,11 @@ def table_entries(grid_rows, rule):
     """The GEMV table's entries from the measured grid, by `rule` (RULES). An entry's
     reduction_us is its config's measured time at that shape."""
     rel, us = _rel_times(grid_rows)
-    cublas = {(r["dtype"], r["n"], r["k"]): r["cublas_us"] for r in grid_rows}
+    cublas = {_shape(r): r["cublas_us"] for r in grid_rows}
     out = []
     for shape in rel:
         c = _choose(rel, shape, rule)
-        out.append({"dtype": shape[0], "layout": "inner", "n": shape[1], "k": shape[2], "config": json.loads(c),
+        out.append({"dtype": shape[0], "layout": shape[3], "n": shape[1], "k": shape[2], "config": json.loads(c),
                     "reduction_us": round(us[shape][c], 3), "cublas_us": round(cublas[shape], 3)})
     return out
 
@@ -284,6 +325,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=480.0)
     ap.add_argument("--quick", action="store_true", help="two grid shapes and two eval shapes")
+    ap.add_argument("--layout", choices=gemv.LAYOUTS, default="inner",
+                    help="the weight's layout to measure: inner = F.linear's (N, K), outer = x @ W with W (K, N); "
+                         "with --reuse-grid of the other layout the table holds both")
     ap.add_argument("--rule", choices=sorted(RULES), default="robust",
                     help="how the table picks each shape's config from the measured grid (default robust)")
     ap.add_argument("--reuse-grid", metavar="RESULTS_JSON",
@@ -300,7 +344,6 @@ def main():
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache, "triton"))
     import torch
-    import torch.nn.functional as F
     from torch._inductor import config
     config.fx_graph_cache = False
     t_start = time.monotonic()
@@ -325,20 +368,19 @@ def main():
 
     torch_diode.uninstall()
 
-    def linear(x, w):
-        return F.linear(x, w)
+    linear = matvec_fn(torch, a.layout)
 
     from hook_end_to_end import plain_model_copy, shipped_model_dir
     shipped = shipped_model_dir(hw_key)
     model = plain_model_copy(shipped, cache) if shipped else None
     log("model:", shipped)
 
-    def one_entry_table(dt, n, k, cfg):
+    def one_entry_table(dt, n, k, cfg, layout=a.layout):
         """Compile through the hook with exactly this config: a one-entry table."""
         path = os.path.join(cache, "one-entry.json")
         with open(path, "w") as f:
             json.dump({"format": gemv.TABLE_FORMAT, "hardware": hw_key, "measured": {"bench": "grid"},
-                       "entries": [{"dtype": dt, "layout": "inner", "n": n, "k": k, "config": cfg,
+                       "entries": [{"dtype": dt, "layout": layout, "n": n, "k": k, "config": cfg,
                                     "reduction_us": 1.0, "cublas_us": 1000.0}]}, f)
         return path
 
@@ -348,23 +390,25 @@ def main():
         torch_diode.install(model, mode="predict", force=True)
         torch_diode.reset_prediction_stats()
 
-    grid = [(dt, n, k) for dt in DTYPES for n in TABLE_GRID_N for k in TABLE_GRID_K]
-    evals = [e + (False,) for e in EVAL] + [e + (True,) for e in EVAL_BIAS]
-    configs = CONFIGS
+    grid = [(dt, n, k) for dt in DTYPES for n in TABLE_GRID_N for k in GRID_K[a.layout]]
+    if a.layout == "inner":
+        evals, configs = [e + (False,) for e in EVAL] + [e + (True,) for e in EVAL_BIAS], CONFIGS
+    else:
+        evals, configs = list(EVAL_OUTER), CONFIGS_OUTER
     if a.quick:
-        grid, evals, configs = grid[:2], evals[:2] + evals[-1:], CONFIGS[:3]
+        grid, evals, configs = grid[:2], evals[:2] + evals[-1:], configs[:3]
     rows, grid_rows = [], reused_grid(a.reuse_grid, hw_key) if a.reuse_grid else []
     reused = len(grid_rows)
-    done = {(r["dtype"], r["n"], r["k"]) for r in grid_rows}
+    done = {_shape(r) for r in grid_rows}
     log(f"grid: {len(grid_rows)} shapes reused, {sum(g not in done for g in grid)} to measure")
     for dt, n, k in grid:
-        if (dt, n, k) in done:
+        if (dt, n, k, a.layout) in done:
             continue
         if left() < 120:
             log(f"budget: grid stops before {dt} {n}x{k}")
             break
         dtype = getattr(torch, dt)
-        x, ws = make_inputs(torch, dtype, n, k)
+        x, ws = make_inputs(torch, dtype, n, k, a.layout)
         ref = linear(x, ws[0])
         cublas = gpu_us(torch, linear, x, ws)
         times, bad = [], []
@@ -378,10 +422,10 @@ def main():
             times.append((gpu_us(torch, c, x, ws), cfg))
         torch_diode.uninstall()
         times.sort(key=lambda t: t[0])
-        grid_rows.append({"dtype": dt, "n": n, "k": k, "cublas_us": cublas, "configs": [
+        grid_rows.append({"dtype": dt, "n": n, "k": k, "layout": a.layout, "cublas_us": cublas, "configs": [
             {"config": cfg, "us": us} for us, cfg in times], "bad": bad})
         if times:
-            log(f"grid {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {times[0][0]:7.2f} us "
+            log(f"grid {a.layout} {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {times[0][0]:7.2f} us "
                 f"({cublas / times[0][0]:4.2f}x) worst {times[-1][0]:7.2f} cfg {times[0][1]} bad {len(bad)}")
         else:
             log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
@@ -413,15 +457,12 @@ def main():
             log(f"budget: eval stops before {name}")
             break
         dtype = getattr(torch, dt)
-        x, ws = make_inputs(torch, dtype, n, k)
-        fn = linear
-        if bias:     # F.linear with bias: aten.addmm
-            b = torch.randn(n, device="cuda", dtype=dtype)
-
-            def fn(x, w, b=b):
-                return F.linear(x, w, b)
+        x, ws = make_inputs(torch, dtype, n, k, a.layout)
+        # with bias: aten.addmm, which the hook makes the same reduction plus the bias
+        fn = matvec_fn(torch, a.layout, torch.randn(n, device="cuda", dtype=dtype) if bias else None)
         ref = fn(x, ws[0])
-        row = {"name": name, "dtype": dt, "n": n, "k": k, "bias": bias, "cublas_us": gpu_us(torch, fn, x, ws)}
+        row = {"name": name, "dtype": dt, "layout": a.layout, "n": n, "k": k, "bias": bias,
+               "cublas_us": gpu_us(torch, fn, x, ws)}
         torch_diode.uninstall()
         c, row["plain_s"], _ = compiled(torch, fn, x, ws[0])
         row["plain_us"] = gpu_us(torch, c, x, ws)

@@ -88,3 +88,31 @@ def test_report_gives_each_kind_and_every_rule_its_geomean(capsys):
     assert "| c | float16 | yes | 10.00 | 8.00 | 8.00 | 4.00 | 0.800 | 1.000 | 3.00 |" in out
     assert "mm (2): geomean diode (robust)/cuBLAS 1.000  fastest/cuBLAS 1.000" in out
     assert "addmm (1): geomean diode (robust)/cuBLAS 0.800  fastest/cuBLAS 0.400" in out
+
+
+def test_matvec_fn_is_the_gemm_of_each_layout_with_and_without_bias():
+    import torch
+    torch.manual_seed(0)
+    x, w_nk, bias = torch.randn(1, 64), torch.randn(32, 64), torch.randn(32)
+    w_kn = w_nk.t().contiguous()
+    torch.testing.assert_close(gr.matvec_fn(torch, "inner")(x, w_nk), x @ w_nk.t())
+    torch.testing.assert_close(gr.matvec_fn(torch, "inner", bias)(x, w_nk), x @ w_nk.t() + bias)
+    torch.testing.assert_close(gr.matvec_fn(torch, "outer")(x, w_kn), x @ w_nk.t())
+    torch.testing.assert_close(gr.matvec_fn(torch, "outer", bias)(x, w_kn), x @ w_nk.t() + bias)
+
+
+def test_layouts_get_their_own_entries_and_never_borrow_each_others_configs():
+    outer = [dict(r, layout="outer", configs=[dict(c, us=c["us"] * (2.0 if i == 0 else 1.0))
+                                               for i, c in enumerate(r["configs"])]) for r in grid()]
+    rows = grid() + outer                                      # rows without "layout" are inner
+    for rule in gr.RULES:
+        entries = gr.table_entries(rows, rule)
+        inner = [e for e in entries if e["layout"] == "inner"]
+        assert len(inner) == len([e for e in entries if e["layout"] == "outer"]) == 40
+        assert inner == gr.table_entries(grid(), rule)          # the outer rows change nothing
+        doc = {"format": gemv.TABLE_FORMAT, "hardware": "h", "measured": {}, "entries": entries}
+        assert len(gemv.parse_table(json.dumps(doc).encode()).entries) == 80
+    keys = lambda cs: {json.dumps(c, sort_keys=True) for c in cs}  # noqa: E731
+    assert len(keys(gr.CONFIGS_OUTER)) == len(gr.CONFIGS_OUTER) and not keys(gr.CONFIGS_OUTER) & keys(gr.CONFIGS)
+    for c in gr.CONFIGS_OUTER + gr.CONFIGS:
+        gemv.parse_config(c, "test")                           # every config is one the hook accepts
