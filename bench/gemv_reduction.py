@@ -8,8 +8,9 @@ cuBLAS and with coordinate descent.
 Phase 1 (the table): for each (dtype, outputs N, K) of TABLE_GRID (M = 1, F.linear, the
 weight's K contiguous: layout "inner"), cuBLAS's GPU time, then every launch config of
 CONFIGS compiled through the hook itself (predict mode, a one-entry table naming that
-config) and timed. The fastest config of each shape, its time and cuBLAS's are the table,
-written as $OUT/<hardware key>.json, the format hook/gemv.py reads; every config's time
+config) and timed. Each shape's config by --rule (RULES; default robust), its time and
+cuBLAS's are the table, written as $OUT/<hardware key>.json, the format hook/gemv.py reads
+(the other rule's table is timed beside it in phase 2); every config's time
 goes to gemv-results.json (so the lookup rule can be judged on the CPU, leave-one-out).
 Coordinate descent's own pick is not used: it times with the weight warm in L2 (its
 benchmark repeats one call), and on the first H200 run (2026-11-28) its picks lost to
