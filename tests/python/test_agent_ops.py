@@ -15,22 +15,15 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from test_fleet import AGENT, BUILD, COORD, FAKE_HUB, REAL_HUB, REPLAY_DATA, Fleet, free_port  # noqa: E402
+# test_fleet.py's harness; its fleet_factory fixture reaches pytest through this import.
+from test_fleet import (AGENT, BUILD, COORD, FAKE_HUB, REAL_HUB, REPLAY_DATA, Fleet,  # noqa: E402
+                        fleet_factory, free_port, http_get)
 
 Z85 = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
-
-
-def http_get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def wait_http(url: str, timeout: float = 15) -> tuple[int, str]:
@@ -48,19 +41,6 @@ def metric(text: str, name: str) -> float:
     m = re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M)
     assert m, f"{name} not in\n{text}"
     return float(m.group(1))
-
-
-@pytest.fixture
-def fleet(tmp_path):
-    made = []
-
-    def make(*args, **kw):
-        f = Fleet(tmp_path, *args, **kw)
-        made.append(f)
-        return f
-    yield make
-    for f in made:
-        f.close()
 
 
 # ------------------------------------------------------------------ keys ----
@@ -82,9 +62,9 @@ def test_keygen_writes_key_pair_and_pub_file(tmp_path, argv):
     assert f"{key}.pub" in p.stderr, p.stderr  # the path is printed
 
 
-def test_pub_file_is_accepted_by_the_key_flags(fleet, tmp_path):
+def test_pub_file_is_accepted_by_the_key_flags(fleet_factory, tmp_path):
     """An agent given the servers' .pub files (as files) works like one given the keys."""
-    f = fleet(2)
+    f = fleet_factory(2)
     f.coord_pub = str(tmp_path / "coord.key.pub")
     f.hub_pub = str(tmp_path / "hub.key.pub")
     f.start(agents=1)
@@ -120,10 +100,10 @@ def test_help_lists_environment_variables():
     assert "--log-json" in hub_help and "keygen" in hub_help
 
 
-def test_agent_flags_from_environment_and_healthz_before_the_coordinator(fleet):
+def test_agent_flags_from_environment_and_healthz_before_the_coordinator(fleet_factory):
     """Every flag from DIODE_AGENT_*: the agent starts, serves /healthz and
     answers 503 while no coordinator has answered, with the reason."""
-    f = fleet(2)
+    f = fleet_factory(2)
     port = free_port()
     log = open(f.tmp / "agent0.log", "wb")
     p = subprocess.Popen([str(AGENT), "run"], env=agent_env(f, 0, DIODE_AGENT_METRICS_LISTEN=f"127.0.0.1:{port}",
@@ -186,8 +166,8 @@ def test_hub_flags_from_environment_and_json_logs(tmp_path):
 
 # ------------------------------------------------------------ /metrics ----
 
-def test_agent_metrics_count_the_work(fleet):
-    f = fleet(3)
+def test_agent_metrics_count_the_work(fleet_factory):
+    f = fleet_factory(3)
     port = free_port()
     f.start(agents=0)
     f.start_agent(0, extra=["--runner", "replay", "--replay-data", str(REPLAY_DATA),
@@ -205,8 +185,8 @@ def test_agent_metrics_count_the_work(fleet):
     assert "# TYPE diode_agent_shards_run_total counter" in text
 
 
-def test_transient_push_failures_are_retried_and_counted(fleet):
-    f = fleet(1)
+def test_transient_push_failures_are_retried_and_counted(fleet_factory):
+    f = fleet_factory(1)
     port = free_port()
     f.outage.touch()
     f.start(agents=0)
@@ -227,10 +207,10 @@ def test_transient_push_failures_are_retried_and_counted(fleet):
 
 # ------------------------------------------------- permanent rejection ----
 
-def test_permanent_rejection_is_pushed_once_and_reported_failed(fleet):
+def test_permanent_rejection_is_pushed_once_and_reported_failed(fleet_factory):
     # max_attempts 3: the shard is failed after the first attempt only because the agent
     # reports the hub's rejection as permanent (FAIL ... permanent), not by running out.
-    f = fleet(1, max_attempts=3)
+    f = fleet_factory(1, max_attempts=3)
     port = free_port()
     reason = "shard.records[1965].median_us: implausibly slow (over 60 s)"
     push_log = f.tmp / "pushes.txt"
@@ -254,8 +234,8 @@ def test_permanent_rejection_is_pushed_once_and_reported_failed(fleet):
 
 # ------------------------------------------------------------- replay ----
 
-def test_replay_refuses_data_of_another_hardware_key(fleet):
-    f = fleet(1)
+def test_replay_refuses_data_of_another_hardware_key(fleet_factory):
+    f = fleet_factory(1)
     base = [str(AGENT), "run", "--coordinator", f.coord_ep, "--coordinator-key", f.coord_pub, "--hub", f.hub_ep,
             "--hub-key", f.hub_pub, "--keys", str(f.tmp / "agent0.key"), "--spool", str(f.tmp / "spool0"),
             "--fake-gpus", "1", "--device-name", "NVIDIA A100-SXM4-80GB", "--compute-capability", "8.0",

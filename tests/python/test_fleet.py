@@ -16,17 +16,19 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 from torch_diode import wire  # noqa: E402
+from torch_diode.tools.fleet_demo import free_port  # noqa: E402
 
 
 def _build_dir() -> pathlib.Path:
@@ -49,15 +51,17 @@ if (ROOT / "tests" / "data" / "datasets" / "nvidia-h100-80gb").is_dir():
 LEASE_MS, HEARTBEAT_MS = 1200, 150
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def keygen(path: pathlib.Path) -> str:
     return subprocess.run([str(COORD), "keygen", str(path)], check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 MANIFEST = """version: 1
@@ -215,6 +219,21 @@ def fleet_factory(tmp_path):
         f.close()
 
 
+# The inductor runner's collector, faked by a shell script passed as the agent's
+# --python: the agent sees a crash or a hang exactly as it would from a real one.
+CRASHING_COLLECTOR = "#!/bin/sh\necho 'CUDA error: an illegal memory access' >&2\nkill -SEGV $$\n"
+HANGING_COLLECTOR = "#!/bin/sh\nsleep 60\n"
+
+
+def start_inductor_agent(f: Fleet, collector: str, timeout_s: int) -> subprocess.Popen:
+    """Agent 0 with the inductor runner, running COLLECTOR as its collector for at most TIMEOUT_S."""
+    python = f.tmp / "collector.sh"
+    python.write_text(collector)
+    python.chmod(0o755)
+    return f.start_agent(0, extra=["--runner", "inductor", "--python", str(python),
+                                   "--collect-timeout-s", str(timeout_s)])
+
+
 def assert_each_shard_completed_once(f: Fleet, n: int):
     assert f.counts() == {"done": n}
     # Exactly one accepted completion per shard; any other completion was a duplicate.
@@ -338,13 +357,10 @@ def test_sigterm_releases_the_current_lease(fleet_factory):
     assert f.sql("SELECT MAX(attempts) FROM shards")[0][0] == 0  # a release does not use an attempt
 
 
-def test_inductor_runner_crash_fails_lease_with_reason(fleet_factory, tmp_path):
+def test_inductor_runner_crash_fails_lease_with_reason(fleet_factory):
     f = fleet_factory(1, max_attempts=2)
-    crash = tmp_path / "crashing_python.sh"
-    crash.write_text("#!/bin/sh\necho 'CUDA error: an illegal memory access' >&2\nkill -SEGV $$\n")
-    crash.chmod(0o755)
     f.start(agents=0)
-    f.start_agent(0, extra=["--runner", "inductor", "--python", str(crash), "--collect-timeout-s", "5"])
+    start_inductor_agent(f, CRASHING_COLLECTOR, timeout_s=5)
     f.wait(lambda: f.counts().get("failed") == 1, 20, "the shard to fail")
     (err,) = f.sql("SELECT error FROM shards")[0]
     assert "collector crashed (signal 11)" in err and "illegal memory access" in err
@@ -352,13 +368,10 @@ def test_inductor_runner_crash_fails_lease_with_reason(fleet_factory, tmp_path):
     assert f.procs["agent0"].poll() is None  # the agent survived its collector
 
 
-def test_inductor_runner_timeout(fleet_factory, tmp_path):
+def test_inductor_runner_timeout(fleet_factory):
     f = fleet_factory(1, max_attempts=1)
-    hang = tmp_path / "hanging_python.sh"
-    hang.write_text("#!/bin/sh\nsleep 60\n")
-    hang.chmod(0o755)
     f.start(agents=0)
-    f.start_agent(0, extra=["--runner", "inductor", "--python", str(hang), "--collect-timeout-s", "1"])
+    start_inductor_agent(f, HANGING_COLLECTOR, timeout_s=1)
     f.wait(lambda: f.counts().get("failed") == 1, 20, "the shard to time out")
     assert "collector timed out after 1 s" in f.sql("SELECT error FROM shards")[0][0]
 
@@ -393,16 +406,6 @@ def test_sweep_against_real_hub(fleet_factory):
         assert all(sha[s.id] == s.sha256.hex() and all(r.flags & 1 for r in s.records) for s in shards)
 
 
-def http_get(url: str) -> tuple[int, str]:
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def test_operator_commands_failed_requeue_submit_metrics(fleet_factory, tmp_path):
     """Issue 17: failed shards stay failed and are shown apart; `diode requeue` puts
     them back; `diode manifest submit` adds a manifest at runtime; /metrics,
@@ -413,10 +416,7 @@ def test_operator_commands_failed_requeue_submit_metrics(fleet_factory, tmp_path
     metrics = f"127.0.0.1:{free_port()}"
     f.start_hub()
     f.start_coordinator(["--metrics-listen", metrics, "--log-json"])
-    crash = tmp_path / "crashing_python.sh"
-    crash.write_text("#!/bin/sh\necho 'CUDA error: an illegal memory access' >&2\nkill -SEGV $$\n")
-    crash.chmod(0o755)
-    f.start_agent(0, extra=["--runner", "inductor", "--python", str(crash), "--collect-timeout-s", "5"])
+    start_inductor_agent(f, CRASHING_COLLECTOR, timeout_s=5)
     f.wait(lambda: f.counts().get("failed") == 2, 20, "both shards to fail")
     time.sleep(0.5)
     assert f.counts() == {"failed": 2}  # failed for good: never leased again
