@@ -363,8 +363,8 @@ def install_decomposition() -> bool:
         orig_addmm = d.decompositions.get(addmm_op)
         if orig_addmm is not None:
             def addmm_as_reduction(bias, a, b, *args, **kwargs):
-                # Positional extras mean out_dtype on 2.13 and beta on 2.11: only the plain
-                # call (F.linear's) and keyword beta / alpha are ours.
+                # A positional extra (out_dtype on torch 2.13; beta in older signatures) is
+                # not ours: only the plain call (F.linear's) and keyword beta / alpha are.
                 if args or set(kwargs) - {"beta", "alpha"} or planned(a, b, bias) is None:
                     return orig_addmm(bias, a, b, *args, **kwargs)
                 beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
