@@ -180,7 +180,7 @@ def predict_hook(tmp_path, monkeypatch, fresh_tables):
     api.reset_prediction_stats()
     yield
     api.uninstall()
-    api.set_options(**{k: prior[k] for k in ("mode", "gemv_reduction") if k in prior})
+    api.set_options(mode=prior["mode"], gemv_reduction=prior["gemv_reduction"])
 
 
 def mm_decomposition():
@@ -354,6 +354,19 @@ def test_option_validated_in_the_key_and_the_table_in_the_uuid(predict_hook):
     assert uuid.endswith(":" + api.current_state().gemv_table.digest)
     api.set_options(gemv_reduction=False)
     assert api.current_state().uuid().endswith(":nogemv")
+
+
+def test_options_and_stats_say_whether_the_reduction_is_on_and_which_table(predict_hook, tmp_path):
+    assert api.get_options()["gemv_reduction"] is True
+    t = api.get_prediction_stats()["gemv_table"]
+    assert t == {"source": str(tmp_path / "t.json"), "hardware": "test-gpu",
+                 "digest": api.current_state().gemv_table.digest, "entries": 3}
+    assert api.set_options(gemv_reduction=False)["gemv_reduction"] is False
+    assert api.get_options()["gemv_reduction"] is False
+    assert api.get_prediction_stats()["options"]["gemv_reduction"] is False
+    assert api.get_prediction_stats()["gemv_table"] is None           # not in use
+    api.set_options(gemv_reduction=True, mode="topk")
+    assert api.get_prediction_stats()["gemv_table"] is None           # predict mode's only
 
 
 def test_a_pickled_factory_keeps_every_predict_option():

@@ -501,7 +501,8 @@ def get_options() -> dict[str, Any]:
     o = _options
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut}
+            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut,
+            "gemv_reduction": o.gemv_reduction}
 
 
 def get_prediction_stats() -> dict[str, Any]:
@@ -518,6 +519,11 @@ def get_prediction_stats() -> dict[str, Any]:
     s["options"] = get_options()
     # the margin in force: the option, else the model's own, else the default (HookState.aten_margin)
     s["aten_margin"] = st.aten_margin if st else None
+    # the GEMV table in use (predict mode's M = 1 / N = 1 reduction): None when this GPU has none,
+    # outside predict mode, or with gemv_reduction off
+    t = st.gemv_table if st and st.options.mode == "predict" and st.options.gemv_reduction else None
+    s["gemv_table"] = {"source": t.source, "hardware": t.hardware, "digest": t.digest,
+                       "entries": len(t.entries)} if t else None
     return s
 
 
