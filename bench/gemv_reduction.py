@@ -50,6 +50,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from torch_diode.hook import gemv  # noqa: E402  (the format, the lookup distance: one definition)
+from stats import geomean  # noqa: E402  (one definition for every bench script)
 
 TABLE_GRID_N = (1536, 3072, 6144, 12288, 24576)
 # K 24,576 since the first run's table (which stops at 12,288, so K = 28,672 kept cuBLAS)
@@ -110,13 +111,13 @@ def log(*a):
     print(*a, flush=True)
 
 
-def make_inputs(torch, dtype, n, k, layout="inner"):
-    """x (1, K) and weight copies together 3x the L2: (N, K) for F.linear ("inner"), (K, N)
+def make_inputs(torch, dtype, n, k, layout="inner", m=1):
+    """x (M, K) and weight copies together 3x the L2: (N, K) for F.linear ("inner"), (K, N)
     for x @ W ("outer")."""
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     wbytes = n * k * torch.tensor([], dtype=dtype).element_size()
     copies = max(2, min(64, math.ceil(3 * l2 / wbytes)))
-    x = torch.randn(1, k, device="cuda", dtype=dtype)
+    x = torch.randn(m, k, device="cuda", dtype=dtype)
     shape = (n, k) if layout == "inner" else (k, n)
     ws = [torch.randn(*shape, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
     return x, ws
@@ -216,10 +217,6 @@ def _dist(a, b):
     return gemv.log2_distance(a[1], a[2], b[1], b[2])
 
 
-def _gm(v):
-    return math.exp(sum(math.log(t) for t in v) / len(v))
-
-
 def _choose(rel, shape, rule, exclude=None):
     """The config key the rule gives `shape`, from the grid shapes other than `exclude`."""
     pool = [t for t in rel if t != exclude and t[0] == shape[0] and t[3] == shape[3]]
@@ -230,7 +227,7 @@ def _choose(rel, shape, rule, exclude=None):
         return min(rel[near], key=rel[near].get)
     near = [t for t in pool if _dist(shape, t) <= gemv.MAX_LOG2_DISTANCE] or pool
     keys = set().union(*(rel[t] for t in near))
-    return min(sorted(keys), key=lambda c: _gm([rel[t].get(c, 10.0) for t in near]))
+    return min(sorted(keys), key=lambda c: geomean([rel[t].get(c, 10.0) for t in near]))
 
 
 def table_entries(grid_rows, rule):
@@ -251,7 +248,7 @@ def leave_one_out(grid_rows, rule):
     shape off the grid: (geomean, max) of its measured time over that shape's fastest."""
     rel, _ = _rel_times(grid_rows)
     v = [rel[s].get(_choose(rel, s, rule, exclude=s), 10.0) for s in rel]
-    return _gm(v), max(v)
+    return geomean(v), max(v)
 
 
 def one_config_for_all(grid_rows):
@@ -259,9 +256,9 @@ def one_config_for_all(grid_rows):
     the whole grid: (config key, geomean, worst, shapes where it is the fastest)."""
     rel, _ = _rel_times(grid_rows)
     keys = sorted(set().union(*rel.values()))
-    c = min(keys, key=lambda c: _gm([rel[t].get(c, 10.0) for t in rel]))
+    c = min(keys, key=lambda c: geomean([rel[t].get(c, 10.0) for t in rel]))
     v = [rel[t].get(c, 10.0) for t in rel]
-    return c, _gm(v), max(v), sum(x == 1.0 for x in v)
+    return c, geomean(v), max(v), sum(x == 1.0 for x in v)
 
 
 def reused_grid(results_path, hardware):
@@ -313,12 +310,12 @@ def report(rows, rule):
     for kind, sel in (("mm", [r for r in rows if not r.get("bias")]), ("addmm", [r for r in rows if r.get("bias")])):
         if not sel:
             continue
-        log(f"{kind} ({len(sel)}): geomean diode ({rule})/cuBLAS {_gm([r['diode_us'] / r['cublas_us'] for r in sel]):.3f}  "
-            + "".join(f"{o}/cuBLAS {_gm([r['diode_us_' + o] / r['cublas_us'] for r in sel]):.3f}  " for o in others)
-            + f"diode/CD {_gm([r['diode_us'] / r['cd_us'] for r in sel]):.3f}  "
-            f"CD/cuBLAS {_gm([r['cd_us'] / r['cublas_us'] for r in sel]):.3f}  "
-            f"compile diode/plain {_gm([r['diode_s'] / r['plain_s'] for r in sel]):.2f}  "
-            f"CD/plain {_gm([r['cd_s'] / r['plain_s'] for r in sel]):.2f}")
+        log(f"{kind} ({len(sel)}): geomean diode ({rule})/cuBLAS {geomean([r['diode_us'] / r['cublas_us'] for r in sel]):.3f}  "
+            + "".join(f"{o}/cuBLAS {geomean([r['diode_us_' + o] / r['cublas_us'] for r in sel]):.3f}  " for o in others)
+            + f"diode/CD {geomean([r['diode_us'] / r['cd_us'] for r in sel]):.3f}  "
+            f"CD/cuBLAS {geomean([r['cd_us'] / r['cublas_us'] for r in sel]):.3f}  "
+            f"compile diode/plain {geomean([r['diode_s'] / r['plain_s'] for r in sel]):.2f}  "
+            f"CD/plain {geomean([r['cd_s'] / r['plain_s'] for r in sel]):.2f}")
 
 
 def main():

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -52,15 +51,11 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="splitk-inductor-"))
     import torch
-    import torch.nn.functional as F
     from torch._inductor import config
-    from gemv_reduction import check, compiled, gpu_us
+    from gemv_reduction import check, compiled, gpu_us, make_inputs, matvec_fn
     config.fx_graph_cache = False
     t0 = time.monotonic()
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-
-    def linear(x, w):
-        return F.linear(x, w)
+    linear = matvec_fn(torch, "inner")      # F.linear(x, w)
 
     def splitk(s):
         def fn(x, w):
@@ -84,9 +79,7 @@ def main():
             log(f"budget: stops before {name}")
             break
         dtype = getattr(torch, dt)
-        copies = max(2, min(64, math.ceil(3 * l2 / (n * k * 2))))
-        x = torch.randn(m, k, device="cuda", dtype=dtype)
-        ws = [torch.randn(n, k, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
+        x, ws = make_inputs(torch, dtype, n, k, m=m)     # weight copies 3x the L2: cold, as in decode
         ref = linear(x, ws[0])
         row = {"name": name, "dtype": dt, "m": m, "n": n, "k": k, "cublas_us": gpu_us(torch, linear, x, ws),
                "splitk_us": {}, "splitk_err": {}}

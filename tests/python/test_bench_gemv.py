@@ -67,7 +67,7 @@ def test_one_config_for_all_is_measured_on_every_shape_and_no_single_config_does
     assert all(c in r for r in rel.values())
     assert 1.0 <= g <= m and 1 <= won <= len(rel)
     for other in set().union(*rel.values()):
-        assert gr._gm([r.get(other, 10.0) for r in rel.values()]) >= g
+        assert gr.geomean([r.get(other, 10.0) for r in rel.values()]) >= g
 
 
 def test_reuse_grid_takes_the_same_hardwares_rows_and_refuses_another(tmp_path):
