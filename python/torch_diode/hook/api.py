@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from ..model import LoadedModel, ModelFormatError, load_model_dir
 from . import compat, contribute, detect, gemv, sources
-from .choices import ChoicesFactory, DiodeChoicesMixin, HookState
+from .choices import ChoicesFactory, DiodeChoicesMixin, HookState, options_dict
 from .ranking import Options, Ranker
 from .stats import CallRecord, Stats
 
@@ -427,8 +427,7 @@ def _activate(state: HookState, force: bool = False) -> None:
     _state = state
     # Predict mode's GEMV reductions need Inductor's mm decomposition wrapped (once per
     # process; the wrapper passes through whenever the hook is not installed in predict mode).
-    if (state.options.mode == "predict" and state.options.gemv_reduction and state.gemv_table is not None
-            and not gemv.install_decomposition()):
+    if state.gemv_table_in_use is not None and not gemv.install_decomposition():
         log.info("torch_diode: this torch has no aten.mm decomposition to wrap; no GEMV reductions")
     log.info("torch_diode: installed (%s) model=%s", _install.mode,
              state.model_path or f"none ({state.no_model_reason})")
@@ -498,11 +497,7 @@ def set_options(**options: Any) -> dict[str, Any]:
 
 
 def get_options() -> dict[str, Any]:
-    o = _options
-    return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
-            "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut,
-            "gemv_reduction": o.gemv_reduction}
+    return options_dict(_options)     # the same keys a pickled factory carries
 
 
 def get_prediction_stats() -> dict[str, Any]:
@@ -521,7 +516,7 @@ def get_prediction_stats() -> dict[str, Any]:
     s["aten_margin"] = st.aten_margin if st else None
     # the GEMV table in use (predict mode's M = 1 / N = 1 reduction): None when this GPU has none,
     # outside predict mode, or with gemv_reduction off
-    t = st.gemv_table if st and st.options.mode == "predict" and st.options.gemv_reduction else None
+    t = st.gemv_table_in_use if st else None
     s["gemv_table"] = {"source": t.source, "hardware": t.hardware, "digest": t.digest,
                        "entries": len(t.entries)} if t else None
     return s

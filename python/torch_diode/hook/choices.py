@@ -56,6 +56,13 @@ class HookState:
         return self._gemv_table
 
     @property
+    def gemv_table_in_use(self):
+        """The GEMV table predict mode plans its reductions with: gemv_table in predict mode
+        with gemv_reduction on, else None (one definition for the planner, the cache key,
+        install and the stats)."""
+        return self.gemv_table if self.options.mode == "predict" and self.options.gemv_reduction else None
+
+    @property
     def model_id(self) -> str:
         return self.ranker.model.info.model_id if self.ranker else "none"
 
@@ -78,7 +85,7 @@ class HookState:
         # Inductor's FX-graph cache key: a different model or different options must
         # never reuse a graph compiled with another selection.
         # The GEMV table changes what predict mode compiles for M = 1 / N = 1 mm too.
-        table = self.gemv_table if self.options.mode == "predict" and self.options.gemv_reduction else None
+        table = self.gemv_table_in_use
         return (f"torch_diode:{__version__}:{self.model_id[:32]}:{self.options.key()}"
                 f":{table.digest if table else 'nogemv'}")
 
@@ -420,13 +427,14 @@ class ChoicesFactory:
         return self.state.uuid()
 
     def __reduce__(self):
-        return (_rebuild_factory, (self.state.model_path, _options_dict(self.state.options), self.uuid()))
+        return (_rebuild_factory, (self.state.model_path, options_dict(self.state.options), self.uuid()))
 
     def __repr__(self) -> str:
         return f"torch_diode.ChoicesFactory({self.uuid()})"
 
 
-def _options_dict(o: Options) -> dict:
+def options_dict(o: Options) -> dict:
+    """Every option by name: what get_options() reports and what a pickled factory carries."""
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
             "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut,

@@ -291,16 +291,14 @@ def planned_config(outputs: int, k: int) -> dict[str, int] | None:
 def _plan(a: Any, b: Any, bias: Any = None) -> dict | None:
     from . import api
     state = api.active_state()
-    if state is None or state.options.mode != "predict" or not state.options.gemv_reduction:
+    table = state.gemv_table_in_use if state is not None else None
+    if table is None:
         return None
     from torch._inductor import config
     if config.coordinate_descent_tuning:       # Inductor decomposes mm and tunes on its own
         return None
     shape = matvec_shape(a, b)
     if shape is None or (bias is not None and not _bias_fits(bias, a, b)):
-        return None
-    table = state.gemv_table
-    if table is None:
         return None
     cfg = table.predict(*shape)
     state.stats.count_gemv("reduction" if cfg else "cublas_or_model")

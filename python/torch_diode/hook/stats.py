@@ -52,7 +52,7 @@ class Stats:
             self.margin_count = 0
             self.predicted: Counter[str] = Counter()  # predict mode: what was handed to Inductor
             self.predict_retries = 0  # predict mode: best choices that did not build
-            # predict mode, M = 1 / N = 1 mm (hook/gemv.py): "reduction" (planned with the
+            # predict mode, M = 1 / N = 1 mm and M = 1 addmm (hook/gemv.py): "reduction" (planned with the
             # table's launch config), "cublas_or_model" (the table said the reduction does not
             # win; the GEMM path stays), "fixed_config" (reduction kernels that got the config;
             # fewer than "reduction" means Inductor's own untuned heuristics ran for the rest),
@@ -120,7 +120,7 @@ class Stats:
                 # that did not build so that the next best was used
                 "predicted": dict(self.predicted),
                 "predict_retries": self.predict_retries,
-                # predict mode, M = 1 / N = 1 mm planned by hook/gemv.py: "reduction" or "cublas_or_model"
+                # predict mode, M = 1 / N = 1 mm and M = 1 addmm (hook/gemv.py): outcome -> count
                 "gemv": dict(self.gemv),
                 # Totals under the names torch-diode 0.1.1 users look for (docs/hook.md):
                 # `total_predictions` is GEMMs whose configs the model chose (= model_selections),
