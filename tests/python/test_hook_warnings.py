@@ -173,3 +173,53 @@ def test_warning_reaches_stderr_without_logging_configured(tmp_path):
     assert r.returncode == 0 and "DONE True" in r.stdout, r.stderr
     assert r.stderr.count("(no_model)") == 1, r.stderr  # import + install(): one cause, one warning
     assert "set DIODE_HUB_URL and DIODE_ROOT_PUBKEY" in r.stderr
+
+
+@pytest.fixture
+def gemv_table_env(fresh, monkeypatch):
+    """`fresh` plus a one-entry GEMV table named by TORCH_DIODE_GEMV_TABLE (not looked up yet)."""
+    import json
+    from torch_diode.hook import gemv
+    p = fresh / "gemv.json"
+    p.write_text(json.dumps({"format": gemv.TABLE_FORMAT, "hardware": HW, "measured": {}, "entries": [
+        {"dtype": "float16", "layout": "inner", "n": 4096, "k": 4096, "reduction_us": 10.0, "cublas_us": 13.0,
+         "config": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}}]}))
+    monkeypatch.setenv(gemv.ENV_TABLE, str(p))
+    monkeypatch.setattr(gemv, "_tables", {})
+    prior = api.get_options()
+    yield p
+    api.uninstall()
+    api.set_options(mode=prior["mode"], gemv_reduction=prior["gemv_reduction"])
+
+
+def test_a_gpu_without_a_model_but_with_a_gemv_table_is_installed_at_import(gemv_table_env, caplog):
+    api.set_options(mode="predict", gemv_reduction=True)
+    api.uninstall()
+    with caplog.at_level(logging.INFO, logger="torch_diode"):
+        assert api.auto_install() is True        # for the M = 1 reductions alone
+    assert torch_diode.is_installed()
+    (w,) = warnings_of(caplog)                   # the missing model is still warned about, once
+    assert "(no_model)" in w
+    assert any("without a model (no_model) for the GEMV table's M = 1 reductions" in r.getMessage()
+               and str(gemv_table_env) in r.getMessage() for r in caplog.records)
+    s = default_path_taken("no_model")           # every other GEMM: Inductor's default path, counted
+    assert s["no_model_reason"] == "no_model"
+    assert s["gemv_table"]["source"] == str(gemv_table_env) and s["gemv_table"]["entries"] == 1
+
+
+def test_without_a_model_no_table_topk_mode_or_gpu_means_not_installed_at_import(gemv_table_env, monkeypatch):
+    api.set_options(mode="topk", gemv_reduction=True)        # the table is predict mode's only
+    api.uninstall()
+    assert api.auto_install() is False and not torch_diode.is_installed()
+    api.set_options(mode="predict", gemv_reduction=False)    # the reduction switched off
+    api.uninstall()
+    assert api.auto_install() is False and not torch_diode.is_installed()
+    api.set_options(gemv_reduction=True)
+    api.uninstall()
+    # a hardware key without a GPU (DIODE_HARDWARE_KEY on a CPU machine): nothing to reduce on
+    monkeypatch.setitem(api._hw_cache, "hw", {"device": None, "hardware_key": HW,
+                                              "hardware_key_source": "DIODE_HARDWARE_KEY"})
+    assert api.auto_install() is False and not torch_diode.is_installed()
+    monkeypatch.setitem(api._hw_cache, "hw", {"device_name": "NVIDIA H100 80GB HBM3", "hardware_key": HW})
+    monkeypatch.delenv("TORCH_DIODE_GEMV_TABLE")             # a GPU, and no table for it (none ships for HW)
+    assert api.auto_install() is False and not torch_diode.is_installed()

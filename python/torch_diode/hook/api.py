@@ -461,22 +461,34 @@ def is_installed() -> bool:
 
 
 def auto_install() -> bool:
-    """`import torch_diode`: install if a model is found; never raises. Why no model was
-    found is warned about by resolve_model(); other problems are logged at debug/info."""
+    """`import torch_diode`: install if a model is found, or, without one, if a GPU is
+    present and predict mode has a GEMV table for it (its M = 1 reductions then still apply;
+    every other GEMM takes Inductor's default path, counted as "no_model"); never raises.
+    Returns whether it installed. Why no model was found is warned about by resolve_model();
+    other problems are logged at debug/info."""
     if os.environ.get(ENV_AUTO_INSTALL, "1").strip().lower() in ("0", "false", "no", "off"):
         log.debug("torch_diode: %s=0, not installing", ENV_AUTO_INSTALL)
         return False
     try:
         with _lock:
             loaded, reason = resolve_model(quiet=True)
-            if loaded is None:
+            state = HookState(Ranker(loaded) if loaded else None, _options, _stats, reason or "no_model")
+            table = None
+            if loaded is None and get_detected_hardware().get("device_name"):  # a GPU, not a forced key
+                table = state.gemv_table_in_use  # a GPU without a model may still have one
+            if loaded is None and table is None:
                 log.debug("torch_diode: not installed at import (%s)", reason)
                 return False
             try:
-                _activate(HookState(Ranker(loaded), _options, _stats))
+                _activate(state)
             except RuntimeError as e:  # someone else's handler is installed: leave it alone
-                log.info("torch_diode: model found but not installed at import: %s", e)
+                log.info("torch_diode: %s but not installed at import: %s",
+                         "model found" if loaded else "GEMV table found", e)
                 return False
+            if loaded is None:
+                log.info("torch_diode: installed at import without a model (%s) for the GEMV table's "
+                         "M = 1 reductions (%s, %d entries); other GEMMs take Inductor's default path",
+                         reason, table.source, len(table.entries))
             return True
     except Exception as e:
         log.debug("torch_diode: not installed at import: %s: %s", type(e).__name__, e)
