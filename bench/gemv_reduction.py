@@ -5,9 +5,10 @@ cuBLAS and with coordinate descent.
 
     PYTHONPATH=python PYTHONUNBUFFERED=1 python3 bench/gemv_reduction.py --out $OUT
 
-Phase 1 (the table): for each (dtype, outputs N, K) of TABLE_GRID (M = 1, F.linear, the
-weight's K contiguous: layout "inner"), cuBLAS's GPU time, then every launch config of
-CONFIGS compiled through the hook itself (predict mode, a one-entry table naming that
+Phase 1 (the table; the measurement is the package's `torch_diode.tools.gemv_table`, which
+users run as `python -m torch_diode.tools.gemv_table`): for each (dtype, outputs N, K) of
+the grid (M = 1, F.linear, the weight's K contiguous: layout "inner"), cuBLAS's GPU time,
+then every launch config of CONFIGS compiled through the hook itself (predict mode, a one-entry table naming that
 config) and timed. Each shape's config by --rule (RULES; default robust), its time and
 cuBLAS's are the table, written as $OUT/<hardware key>.json, the format hook/gemv.py reads
 (the other rule's table is timed beside it in phase 2); every config's time
@@ -41,40 +42,18 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import os
-import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from torch_diode.hook import gemv  # noqa: E402  (the format, the lookup distance: one definition)
+from torch_diode.tools import gemv_table as gt  # noqa: E402  (the grid, its measurement, the rules: the package's)
+from torch_diode.tools.gemv_table import (  # noqa: E402,F401  (names splitk_probe and the tests use from here)
+    CONFIGS, CONFIGS_OUTER, DTYPES, GRID_K, RULES, TABLE_GRID_K, TABLE_GRID_N, check, compiled, gpu_us,
+    make_inputs, matvec_fn, reused_grid, table_entries)
 from stats import geomean  # noqa: E402  (one definition for every bench script)
 
-TABLE_GRID_N = (1536, 3072, 6144, 12288, 24576)
-# K 24,576 since the first run's table (which stops at 12,288, so K = 28,672 kept cuBLAS)
-TABLE_GRID_K = (1536, 3072, 6144, 12288, 24576)
-DTYPES = ("float16", "bfloat16")
-# The launch configs coordinate descent chose on the first H200 run (XBLOCK 1-4, R0_BLOCK
-# 512-4096, 4-16 warps, one stage), as a grid.
-CONFIGS = tuple({"XBLOCK": x, "R0_BLOCK": r, "num_warps": w, "num_stages": 1}
-                for x in (1, 2, 4) for r in (1024, 2048, 4096) for w in (8, 16)) + (
-    {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 4, "num_stages": 1},
-    {"XBLOCK": 1, "R0_BLOCK": 512, "num_warps": 8, "num_stages": 1},
-    {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 4, "num_stages": 1},
-    {"XBLOCK": 1, "R0_BLOCK": 4096, "num_warps": 4, "num_stages": 1})
-# Layout "outer" (x @ W with W stored (K, N), as HF GPT-2's Conv1D): the reduction runs across
-# rows, so many outputs per program and a short R0_BLOCK, around Inductor's own outer-reduction
-# heuristic (XBLOCK 16-64, R0_BLOCK 8-64: runtime/triton_heuristics.py, outer_config_opt).
-CONFIGS_OUTER = tuple({"XBLOCK": x, "R0_BLOCK": r, "num_warps": 4 if x * r <= 1024 else 8, "num_stages": 1}
-                      for x in (16, 32, 64, 128) for r in (8, 16, 32, 64) if x * r <= 4096) + (
-    {"XBLOCK": 16, "R0_BLOCK": 32, "num_warps": 8, "num_stages": 1},
-    {"XBLOCK": 32, "R0_BLOCK": 32, "num_warps": 8, "num_stages": 1},
-    {"XBLOCK": 64, "R0_BLOCK": 16, "num_warps": 8, "num_stages": 1},
-    {"XBLOCK": 8, "R0_BLOCK": 64, "num_warps": 4, "num_stages": 1},
-    {"XBLOCK": 128, "R0_BLOCK": 8, "num_warps": 8, "num_stages": 1})
-GRID_K = {"inner": TABLE_GRID_K, "outer": TABLE_GRID_K[:-1]}    # outer: one call's worth of compiles
 EVAL = (  # (name, dtype, N, K): none on the grid
     ("l3_gate_m1", "float16", 14336, 4096),
     ("l3_q_m1", "bfloat16", 4096, 4096),
@@ -111,63 +90,6 @@ def log(*a):
     print(*a, flush=True)
 
 
-def make_inputs(torch, dtype, n, k, layout="inner", m=1):
-    """x (M, K) and weight copies together 3x the L2: (N, K) for F.linear ("inner"), (K, N)
-    for x @ W ("outer")."""
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    wbytes = n * k * torch.tensor([], dtype=dtype).element_size()
-    copies = max(2, min(64, math.ceil(3 * l2 / wbytes)))
-    x = torch.randn(m, k, device="cuda", dtype=dtype)
-    shape = (n, k) if layout == "inner" else (k, n)
-    ws = [torch.randn(*shape, device="cuda", dtype=dtype) / math.sqrt(k) for _ in range(copies)]
-    return x, ws
-
-
-def matvec_fn(torch, layout, bias=None):
-    """The M = 1 GEMM of a layout: F.linear(x, w[, bias]) (mm / addmm with W^T), or x @ w /
-    addmm(bias, x, w) with W stored (K, N)."""
-    import torch.nn.functional as F
-    if layout == "inner":
-        return (lambda x, w: F.linear(x, w)) if bias is None else (lambda x, w: F.linear(x, w, bias))
-    return (lambda x, w: x @ w) if bias is None else (lambda x, w: torch.addmm(bias, x, w))
-
-
-def gpu_us(torch, fn, x, ws, reps=15):
-    for w in ws:
-        fn(x, w)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for w in ws:
-            fn(x, w)
-    g.replay()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) * 1000.0 / len(ws))
-    return statistics.median(out)
-
-
-def compiled(torch, fn, x, w, **patches):
-    """torch.compile(fn) under config patches; returns (compiled fn, first-call seconds, code)."""
-    import torch._dynamo
-    from torch._inductor import config
-    from torch._inductor.utils import run_and_get_code
-    torch._dynamo.reset()
-    with config.patch(**patches):
-        c = torch.compile(fn)
-        t0 = time.perf_counter()
-        _, code = run_and_get_code(c, x, w)
-        torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-    return c, dt, "\n".join(code)
-
-
 def newest_best_config(cache_dir, since):
     files = [f for f in glob.glob(os.path.join(cache_dir, "**", "*.best_config"), recursive=True)
              if os.path.getmtime(f) >= since]
@@ -182,93 +104,22 @@ def newest_best_config(cache_dir, since):
             "num_stages": int(raw.get("num_stages", 1))}
 
 
-def check(ref, got):
-    """Relative error of `got` against `ref` (the eager call)."""
-    return float((got.float() - ref.float()).norm() / ref.float().norm())
-
-
-RULES = {
-    "fastest": "each shape's own fastest config",
-    "robust": "each shape's config is the one with the lowest geomean time relative to the fastest over the "
-              "grid shapes of its dtype and layout within one octave (log2 distance <= 1), itself included",
-}
-
-
-def _shape(r):
-    """A grid row's (dtype, n, k, layout); rows from before the layout was recorded are "inner"."""
-    return r["dtype"], r["n"], r["k"], r.get("layout", "inner")
-
-
-def _rel_times(grid_rows):
-    """(dtype, n, k, layout) -> {config key: time / that shape's fastest}, and -> {key: us}."""
-    rel, us = {}, {}
-    for r in grid_rows:
-        if not r["configs"]:
-            continue
-        best = min(c["us"] for c in r["configs"])
-        shape = _shape(r)
-        us[shape] = {json.dumps(c["config"], sort_keys=True): c["us"] for c in r["configs"]}
-        rel[shape] = {key: t / best for key, t in us[shape].items()}
-    return rel, us
-
-
-def _dist(a, b):
-    """gemv.log2_distance of two (dtype, n, k, layout) shapes."""
-    return gemv.log2_distance(a[1], a[2], b[1], b[2])
-
-
-def _choose(rel, shape, rule, exclude=None):
-    """The config key the rule gives `shape`, from the grid shapes other than `exclude`."""
-    pool = [t for t in rel if t != exclude and t[0] == shape[0] and t[3] == shape[3]]
-    if rule == "fastest":
-        if exclude is None:
-            return min(rel[shape], key=rel[shape].get)
-        near = min(pool, key=lambda t: (_dist(shape, t), t[1], t[2]))   # hook/gemv.py's nearest entry
-        return min(rel[near], key=rel[near].get)
-    near = [t for t in pool if _dist(shape, t) <= gemv.MAX_LOG2_DISTANCE] or pool
-    keys = set().union(*(rel[t] for t in near))
-    return min(sorted(keys), key=lambda c: geomean([rel[t].get(c, 10.0) for t in near]))
-
-
-def table_entries(grid_rows, rule):
-    """The GEMV table's entries from the measured grid, by `rule` (RULES). An entry's
-    reduction_us is its config's measured time at that shape."""
-    rel, us = _rel_times(grid_rows)
-    cublas = {_shape(r): r["cublas_us"] for r in grid_rows}
-    out = []
-    for shape in rel:
-        c = _choose(rel, shape, rule)
-        out.append({"dtype": shape[0], "layout": shape[3], "n": shape[1], "k": shape[2], "config": json.loads(c),
-                    "reduction_us": round(us[shape][c], 3), "cublas_us": round(cublas[shape], 3)})
-    return out
-
-
 def leave_one_out(grid_rows, rule):
     """Each grid shape's config chosen from the other shapes alone, as the hook would for a
     shape off the grid: (geomean, max) of its measured time over that shape's fastest."""
-    rel, _ = _rel_times(grid_rows)
-    v = [rel[s].get(_choose(rel, s, rule, exclude=s), 10.0) for s in rel]
+    rel, _ = gt.rel_times(grid_rows)
+    v = [rel[s].get(gt.choose(rel, s, rule, exclude=s), 10.0) for s in rel]
     return geomean(v), max(v)
 
 
 def one_config_for_all(grid_rows):
     """The single config with the lowest geomean time relative to each shape's fastest over
     the whole grid: (config key, geomean, worst, shapes where it is the fastest)."""
-    rel, _ = _rel_times(grid_rows)
+    rel, _ = gt.rel_times(grid_rows)
     keys = sorted(set().union(*rel.values()))
     c = min(keys, key=lambda c: geomean([rel[t].get(c, 10.0) for t in rel]))
     v = [rel[t].get(c, 10.0) for t in rel]
     return c, geomean(v), max(v), sum(x == 1.0 for x in v)
-
-
-def reused_grid(results_path, hardware):
-    """The grid rows of an earlier run's gemv-results.json; refused when measured on other hardware."""
-    with open(results_path) as f:
-        res = json.load(f)
-    if res.get("hardware") != hardware:
-        raise SystemExit(f"--reuse-grid {results_path}: measured on {res.get('hardware')}, not {hardware}")
-    return [dict(r, reused_from=os.path.basename(os.path.dirname(os.path.abspath(results_path))))
-            for r in res["grid"]]
 
 
 def replay(results_path, out_dir, rule, hardware=None):
@@ -338,9 +189,7 @@ def main():
         replay(a.replay, a.out, a.rule)
         return
     os.makedirs(a.out, exist_ok=True)
-    cache = tempfile.mkdtemp(prefix="gemv-inductor-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache, "triton"))
+    cache = gt.fresh_caches()
     import torch
     from torch._inductor import config
     config.fx_graph_cache = False
@@ -366,68 +215,23 @@ def main():
 
     torch_diode.uninstall()
 
-    linear = matvec_fn(torch, a.layout)
-
     from hook_end_to_end import plain_model_copy, shipped_model_dir
     shipped = shipped_model_dir(hw_key)
     model = plain_model_copy(shipped, cache) if shipped else None
     log("model:", shipped)
 
-    def one_entry_table(dt, n, k, cfg, layout=a.layout):
-        """Compile through the hook with exactly this config: a one-entry table."""
-        path = os.path.join(cache, "one-entry.json")
-        with open(path, "w") as f:
-            json.dump({"format": gemv.TABLE_FORMAT, "hardware": hw_key, "measured": {"bench": "grid"},
-                       "entries": [{"dtype": dt, "layout": layout, "n": n, "k": k, "config": cfg,
-                                    "reduction_us": 1.0, "cublas_us": 1000.0}]}, f)
-        return path
-
-    def install(table_path):
-        os.environ["TORCH_DIODE_GEMV_TABLE"] = table_path
-        gemv._tables.clear()
-        torch_diode.install(model, mode="predict", force=True)
-        torch_diode.reset_prediction_stats()
-
-    grid = [(dt, n, k) for dt in DTYPES for n in TABLE_GRID_N for k in GRID_K[a.layout]]
-    if a.layout == "inner":
-        evals, configs = [e + (False,) for e in EVAL] + [e + (True,) for e in EVAL_BIAS], CONFIGS
-    else:
-        evals, configs = list(EVAL_OUTER), CONFIGS_OUTER
+    hook = gt.HookWithOneConfig(hw_key, cache, model)   # installs the hook with a given table
+    grid = gt.grid_shapes(a.layout)
+    configs = gt.LAYOUT_CONFIGS[a.layout]
+    evals = ([e + (False,) for e in EVAL] + [e + (True,) for e in EVAL_BIAS] if a.layout == "inner"
+             else list(EVAL_OUTER))
     if a.quick:
         grid, evals, configs = grid[:2], evals[:2] + evals[-1:], configs[:3]
     rows, grid_rows = [], reused_grid(a.reuse_grid, hw_key) if a.reuse_grid else []
     reused = len(grid_rows)
-    done = {_shape(r) for r in grid_rows}
-    log(f"grid: {len(grid_rows)} shapes reused, {sum(g not in done for g in grid)} to measure")
-    for dt, n, k in grid:
-        if (dt, n, k, a.layout) in done:
-            continue
-        if left() < 120:
-            log(f"budget: grid stops before {dt} {n}x{k}")
-            break
-        dtype = getattr(torch, dt)
-        x, ws = make_inputs(torch, dtype, n, k, a.layout)
-        ref = linear(x, ws[0])
-        cublas = gpu_us(torch, linear, x, ws)
-        times, bad = [], []
-        for cfg in configs:
-            install(one_entry_table(dt, n, k, cfg))
-            c, comp_s, code = compiled(torch, linear, x, ws[0], max_autotune_gemm=True)
-            err = check(ref, c(x, ws[0]))
-            if "fixed_config(" not in code or err > 2e-2:
-                bad.append({"config": cfg, "fixed": "fixed_config(" in code, "err": err})
-                continue
-            times.append((gpu_us(torch, c, x, ws), cfg))
-        torch_diode.uninstall()
-        times.sort(key=lambda t: t[0])
-        grid_rows.append({"dtype": dt, "n": n, "k": k, "layout": a.layout, "cublas_us": cublas, "configs": [
-            {"config": cfg, "us": us} for us, cfg in times], "bad": bad})
-        if times:
-            log(f"grid {a.layout} {dt:8s} N={n:6d} K={k:6d} cublas {cublas:7.2f} us  best {times[0][0]:7.2f} us "
-                f"({cublas / times[0][0]:4.2f}x) worst {times[-1][0]:7.2f} cfg {times[0][1]} bad {len(bad)}")
-        else:
-            log(f"grid {dt:8s} N={n:6d} K={k:6d}: no config ran: {bad[:2]}")
-        del x, ws
+    done = {gt.shape_of(r) for r in grid_rows}
+    log(f"grid: {len(grid_rows)} shapes reused, {sum((*g, a.layout) not in done for g in grid)} to measure")
+    grid_rows += gt.measure_grid(torch, grid, a.layout, configs, hook, left, done, log=log)
     measured = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
                 "torch": torch.__version__, "command": "bench/gemv_reduction.py",
                 "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
@@ -438,9 +242,7 @@ def main():
                            if reused else "")}
     tables, table_paths = {}, {}
     for rule in sorted(RULES, key=lambda r: r != a.rule):    # a.rule's table is $OUT/<hw>.json
-        tables[rule] = {"format": gemv.TABLE_FORMAT, "hardware": hw_key,
-                        "measured": dict(measured, rule=f"{rule}: {RULES[rule]}"),
-                        "entries": table_entries(grid_rows, rule)}
+        tables[rule] = gt.table_doc(hw_key, grid_rows, rule, measured)
         name = f"{hw_key}.json" if rule == a.rule else f"{hw_key}.{rule}.json"
         table_paths[rule] = os.path.join(a.out if rule == a.rule else cache, name)
         with open(table_paths[rule], "w") as f:
@@ -469,7 +271,7 @@ def main():
         row["cd_us"] = gpu_us(torch, c, x, ws)
         row["cd_config"] = newest_best_config(cache, since)
         for rule, path in table_paths.items():
-            install(path)
+            hook.install(path)
             c, comp_s, code = compiled(torch, fn, x, ws[0], max_autotune_gemm=True)
             sfx = "" if rule == a.rule else f"_{rule}"
             row["diode_s" + sfx], row["diode_us" + sfx] = comp_s, gpu_us(torch, c, x, ws)

@@ -14,7 +14,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 
 import gemv_reduction as gr  # noqa: E402
+from stats import geomean  # noqa: E402
 from torch_diode.hook import gemv  # noqa: E402
+from torch_diode.tools import gemv_table as gt  # noqa: E402
 
 
 def grid():
@@ -63,7 +65,7 @@ def test_replay_cli_writes_the_table_and_prints_both_rules(tmp_path):
 
 def test_one_config_for_all_is_measured_on_every_shape_and_no_single_config_does_better():
     c, g, m, won = gr.one_config_for_all(grid())
-    rel, _ = gr._rel_times(grid())
+    rel, _ = gt.rel_times(grid())
     assert all(c in r for r in rel.values())
     assert 1.0 <= g <= m and 1 <= won <= len(rel)
     for other in set().union(*rel.values()):
@@ -116,3 +118,30 @@ def test_layouts_get_their_own_entries_and_never_borrow_each_others_configs():
     assert len(keys(gr.CONFIGS_OUTER)) == len(gr.CONFIGS_OUTER) and not keys(gr.CONFIGS_OUTER) & keys(gr.CONFIGS)
     for c in gr.CONFIGS_OUTER + gr.CONFIGS:
         gemv.parse_config(c, "test")                           # every config is one the hook accepts
+
+
+def test_the_packaged_tool_and_the_bench_share_one_definition_of_the_grid_and_the_rules():
+    assert gr.table_entries is gt.table_entries and gr.RULES is gt.RULES and gr.make_inputs is gt.make_inputs
+    assert len(gt.grid_shapes("inner")) == 50 and len(gt.grid_shapes("outer")) == 40
+    assert len(gt.LAYOUT_CONFIGS["inner"]) == 22 and len(gt.LAYOUT_CONFIGS["outer"]) == 20
+    # the robust rule's geomean is bench/stats.geomean's, to the last bit (a near-tie must break the same way)
+    rel, _ = gt.rel_times(grid())
+    for shape in rel:
+        v = list(rel[shape].values())
+        assert gt._geomean(v) == geomean(v)
+
+
+def test_table_doc_is_a_table_the_hook_reads_and_names_its_rule():
+    doc = gt.table_doc("nvidia-h200-144gb", json.loads(GRID3.read_text())["grid"], "robust", {"date": "d"})
+    t = gemv.parse_table(json.dumps(doc).encode(), "doc")
+    assert len(t.entries) == 50 and doc["measured"] == {"date": "d", "rule": f"robust: {gt.RULES['robust']}"}
+    assert doc["entries"] == json.loads(SHIPPED.read_text())["entries"]
+
+
+def test_the_tool_says_it_needs_a_gpu_and_writes_nothing_without_one(tmp_path):
+    import os
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), CUDA_VISIBLE_DEVICES="", TORCH_DIODE_AUTO_INSTALL="0")
+    r = subprocess.run([sys.executable, "-m", "torch_diode.tools.gemv_table", "--out", str(tmp_path / "t.json")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
