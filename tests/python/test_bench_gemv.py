@@ -145,3 +145,51 @@ def test_the_tool_says_it_needs_a_gpu_and_writes_nothing_without_one(tmp_path):
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_measure_grid_keeps_the_configs_that_ran_fixed_and_right_fastest_first(monkeypatch):
+    """The grid loop's bookkeeping, with the GPU parts (inputs, timing, compiling) replaced:
+    a config whose kernel lacks the fixed config or whose result is wrong is left out with
+    why, the rest are sorted fastest first, done shapes are skipped, the budget stops it."""
+    import torch_diode
+    cfgs = [{"XBLOCK": x, "R0_BLOCK": 1024, "num_warps": 8, "num_stages": 1} for x in (1, 2, 4)]
+    speed = {1: 9.0, 2: 7.0, 4: 8.0}                       # us per XBLOCK
+
+    class Hook:                                            # HookWithOneConfig's interface
+        def table_for(self, dt, n, k, cfg, layout):
+            self.shape, self.cfg = (dt, n, k, layout), cfg
+            return "table.json"
+
+        def install(self, table_path):
+            assert table_path == "table.json"
+
+    class Compiled:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def __call__(self, x, w):
+            return self.cfg
+
+    hook = Hook()
+    monkeypatch.setattr(gt, "make_inputs", lambda torch, dtype, n, k, layout: ("x", ["w"]))
+    monkeypatch.setattr(gt, "matvec_fn", lambda torch, layout: lambda x, w: "eager")
+    monkeypatch.setattr(gt, "gpu_us", lambda torch, fn, x, ws: speed[fn.cfg["XBLOCK"]] if isinstance(fn, Compiled)
+                        else 10.0)
+    # XBLOCK 2 compiles without the fixed config at N = 6144 (Inductor wrote that kernel its own way)
+    monkeypatch.setattr(gt, "compiled", lambda torch, fn, x, w, **patches: (
+        Compiled(hook.cfg), 0.1,
+        "" if hook.cfg["XBLOCK"] == 2 and hook.shape[1] == 6144 else "... fixed_config(...) ..."))
+    monkeypatch.setattr(gt, "check", lambda ref, got: 0.5 if got["XBLOCK"] == 4 else 0.0)   # XBLOCK 4: wrong
+    monkeypatch.setattr(torch_diode, "uninstall", lambda: None)
+    budget = iter([1000.0, 1000.0, 10.0])                  # the third shape to start finds 10 s left
+    shapes = [("float16", 3072, 1536), ("float16", 6144, 1536), ("float16", 12288, 1536), ("float16", 24576, 1536)]
+    logged = []
+    rows = gt.measure_grid(type("FakeTorch", (), {"float16": "f16"}), shapes, "inner", cfgs, hook,
+                           lambda: next(budget), done={("float16", 3072, 1536, "inner")}, log=logged.append)
+    assert [(r["n"], r["k"]) for r in rows] == [(6144, 1536), (12288, 1536)]   # 3072 done; no budget for 24576
+    a, b = rows
+    assert a["cublas_us"] == 10.0 and a["layout"] == "inner"
+    assert [c["config"]["XBLOCK"] for c in a["configs"]] == [1]
+    assert {(x["config"]["XBLOCK"], x["fixed"], x["err"]) for x in a["bad"]} == {(2, False, 0.0), (4, True, 0.5)}
+    assert [(c["config"]["XBLOCK"], c["us"]) for c in b["configs"]] == [(2, 7.0), (1, 9.0)]   # fastest first
+    assert "budget: grid stops before float16 24576x1536" in logged[-1]
