@@ -193,3 +193,26 @@ def test_measure_grid_keeps_the_configs_that_ran_fixed_and_right_fastest_first(m
     assert {(x["config"]["XBLOCK"], x["fixed"], x["err"]) for x in a["bad"]} == {(2, False, 0.0), (4, True, 0.5)}
     assert [(c["config"]["XBLOCK"], c["us"]) for c in b["configs"]] == [(2, 7.0), (1, 9.0)]   # fastest first
     assert "budget: grid stops before float16 24576x1536" in logged[-1]
+
+
+def test_the_tool_writes_no_table_when_nothing_could_be_measured(tmp_path, monkeypatch, capsys):
+    """A GPU (pretended) whose grid yields nothing (the budget, or no config ran): the
+    measured rows are kept, no table file is written, exit 1 with the reason."""
+    import torch
+    from torch_diode.hook import api
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Pretend GPU")
+    monkeypatch.setitem(api._hw_cache, "hw", {"device_name": "Pretend GPU", "hardware_key": "pretend-gpu"})
+    monkeypatch.setattr(api, "resolve_model", lambda quiet=False: (None, "no_model"))
+    no_config_ran = {"dtype": "float16", "n": 1536, "k": 1536, "layout": "inner", "cublas_us": 5.0,
+                     "configs": [], "bad": [{"config": gt.CONFIGS[0], "fixed": False, "err": 0.0}]}
+    monkeypatch.setattr(gt, "measure_grid", lambda *a, **k: [no_config_ran])
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    from torch._inductor import config
+    monkeypatch.setattr(config, "fx_graph_cache", config.fx_graph_cache)   # main() turns it off: restored after
+    out = tmp_path / "t.json"
+    assert gt.main(["--out", str(out), "--quick"]) == 1
+    assert not out.exists()
+    assert json.loads((tmp_path / "t.grid.json").read_text())["grid"] == [no_config_ran]
+    assert "no table written" in capsys.readouterr().err

@@ -345,11 +345,16 @@ def main(argv: list[str] | None = None) -> int:
                 "grid": f"{len(grid_rows) - reused} shapes measured now"
                         + (f", {reused} from {os.path.basename(a.reuse_grid)}" if reused else "")}
     doc = table_doc(hw_key, grid_rows, a.rule, measured)
-    with open(results, "w") as f:
+    with open(results, "w") as f:       # every measured time, kept even when no table comes of it
         json.dump({"hardware": hw_key, "measured": measured, "grid": grid_rows}, f, indent=1)
+    try:
+        gemv.parse_table(json.dumps(doc).encode(), out)   # what the hook will read, checked first
+    except gemv.GemvTableError as e:
+        print(f"gemv_table: no table written ({e}): no grid shape had a config that ran "
+              f"(budget {a.budget_s:.0f} s; the measured times are in {results})", file=sys.stderr)
+        return 1
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
-    gemv.parse_table(json.dumps(doc).encode(), out)   # what the hook will read, checked now
     used = sum(e["reduction_us"] <= (1 - gemv.DEFAULT_MARGIN) * e["cublas_us"] for e in doc["entries"])  # as predict()
     print(f"table: {len(doc['entries'])} entries, {used} where the reduction beats cuBLAS by the hook's "
           f"{gemv.DEFAULT_MARGIN:.0%} margin -> {out} (grid: {results})\n"
