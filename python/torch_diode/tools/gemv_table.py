@@ -1,7 +1,7 @@
 """Measures this GPU's GEMV table: the launch config of predict mode's M = 1 reduction
 (torch_diode/hook/gemv.py) for each shape of a grid, and cuBLAS's time beside it.
 
-    python -m torch_diode.tools.gemv_table --out my-gpu.json          # ~7 min on an H200
+    python -m torch_diode.tools.gemv_table --out my-gpu.json          # ~6 min on an H200
     TORCH_DIODE_GEMV_TABLE=my-gpu.json python my_script.py             # predict mode uses it
 
 The package ships tables only for the GPUs the project measured (hook/gemv_tables/); on any
