@@ -210,9 +210,9 @@ def test_the_tool_writes_no_table_when_nothing_could_be_measured(tmp_path, monke
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     from torch._inductor import config
-    monkeypatch.setattr(config, "fx_graph_cache", config.fx_graph_cache)   # main() turns it off: restored after
     out = tmp_path / "t.json"
-    assert gt.main(["--out", str(out), "--quick"]) == 1
+    with config.patch(fx_graph_cache=config.fx_graph_cache):    # main() turns it off: restored after
+        assert gt.main(["--out", str(out), "--quick"]) == 1
     assert not out.exists()
     assert json.loads((tmp_path / "t.grid.json").read_text())["grid"] == [no_config_ran]
     assert "no table written" in capsys.readouterr().err
