@@ -497,6 +497,16 @@ def autotune_summary(name: str, timings: dict) -> dict:
             "fastest": [[_choice_label(c)[:120], t] for c, t in ranked[:4]]}
 
 
+def autotune_note(t: dict) -> str:
+    """An autotune in the table's note: its choice count and, where a Triton config beat
+    ATen, both times as the autotune measured them (a mis-timed ATen, e.g. 44.7 us for a
+    GEMM eager cuBLAS runs in 7.4, shows here: 2026-11-28, H200, l3_kv_m4)."""
+    s = f"{t['op']}: {t['choices']} choices"
+    if t.get("extern_best_ms") is not None and t.get("best_ms") is not None and t.get("best") != t.get("extern_best"):
+        s += f" (Triton won, {t['best_ms'] * 1e3:.1f} us against ATen's {t['extern_best_ms'] * 1e3:.1f} us as timed)"
+    return s
+
+
 def _fake_result(mode: str, workload: str) -> dict:
     """Dry run: deterministic fake numbers that exercise the table and the goals."""
     spec = WORKLOADS[workload]
@@ -963,7 +973,7 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
                 if r.get("default_best_us"):
                     note += f"; DEFAULT-list best {r['default_best_us']:.2f} us"
             elif r.get("autotunes"):
-                note = "; ".join(f"{t['op']}: {t['choices']} choices" for t in r["autotunes"][:3])
+                note = "; ".join(autotune_note(t) for t in r["autotunes"][:3])
             ds = r.get("diode_stats")
             if ds and m != "collector":
                 note = (f"hook calls {ds.get('calls')}, kept {ds.get('configs_kept')}/{ds.get('configs_seen')}"

@@ -322,6 +322,18 @@ def test_autotune_summary_keeps_aten_time_when_triton_wins():
     none = b.autotune_summary("bmm", {tri[0]: 0.01})
     assert none["extern_best_ms"] is None and none["extern_best"] is None and none["choices"] == 1
     assert b.autotune_summary("mm", {})["best_ms"] is None
+    assert b.autotune_note(s) == "mm: 6 choices (Triton won, 49.0 us against ATen's 51.2 us as timed)"
+    assert b.autotune_note(none) == "bmm: 1 choices"                           # no ATen among them
+    aten_won = b.autotune_summary("mm", {aten: 0.01, tri[0]: 0.02})
+    assert b.autotune_note(aten_won) == "mm: 2 choices"
+
+
+def test_the_table_shows_a_mis_timed_aten_of_a_committed_run():
+    """2026-11-28, H200: DEFAULT's autotune timed cuBLAS at 44.7 us on l3_kv_m4 (eager: 7.4)."""
+    import json
+    res = json.loads((ROOT / "bench/data/hook-e2e-2026-11-28-h200-robust/results.json").read_text())
+    (r,) = [x for x in res["results"] if x["mode"] == "default" and x["workload"] == "l3_kv_m4"]
+    assert b.autotune_note(r["autotunes"][0]) == "mm: 19 choices (Triton won, 22.2 us against ATen's 44.7 us as timed)"
 
 
 def test_shipped_model_follows_the_detected_hardware(monkeypatch):
