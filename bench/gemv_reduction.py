@@ -228,18 +228,8 @@ def main():
     if a.quick:
         grid, evals, configs = grid[:2], evals[:2] + evals[-1:], configs[:3]
     rows, grid_rows = [], reused_grid(a.reuse_grid, hw_key) if a.reuse_grid else []
-    reused = len(grid_rows)
-    done = {gt.shape_of(r) for r in grid_rows}
-    log(f"grid: {len(grid_rows)} shapes reused, {sum((*g, a.layout) not in done for g in grid)} to measure")
-    grid_rows += gt.measure_grid(torch, grid, a.layout, configs, hook, left, done, log=log)
-    measured = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
-                "torch": torch.__version__, "command": "bench/gemv_reduction.py",
-                "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
-                          f"{len(configs)} configs compiled through the hook",
-                "argv": " ".join(sys.argv[1:]),
-                "grid": f"{len(grid_rows) - reused} shapes measured now"
-                        + (f", {reused} from {grid_rows[0]['reused_from']}/{os.path.basename(a.reuse_grid)}"
-                           if reused else "")}
+    grid_rows += gt.measure_grid(torch, grid, a.layout, configs, hook, left, grid_rows, log=log)
+    measured = gt.measured_block(torch, "bench/gemv_reduction.py", configs, sys.argv[1:], grid_rows, a.reuse_grid)
     tables, table_paths = {}, {}
     for rule in sorted(RULES, key=lambda r: r != a.rule):    # a.rule's table is $OUT/<hw>.json
         tables[rule] = gt.table_doc(hw_key, grid_rows, rule, measured)

@@ -185,13 +185,15 @@ def test_measure_grid_keeps_the_configs_that_ran_fixed_and_right_fastest_first(m
     shapes = [("float16", 3072, 1536), ("float16", 6144, 1536), ("float16", 12288, 1536), ("float16", 24576, 1536)]
     logged = []
     rows = gt.measure_grid(type("FakeTorch", (), {"float16": "f16"}), shapes, "inner", cfgs, hook,
-                           lambda: next(budget), done={("float16", 3072, 1536, "inner")}, log=logged.append)
+                           lambda: next(budget), reused=[{"dtype": "float16", "n": 3072, "k": 1536, "layout": "inner"}],
+                           log=logged.append)
     assert [(r["n"], r["k"]) for r in rows] == [(6144, 1536), (12288, 1536)]   # 3072 done; no budget for 24576
     a, b = rows
     assert a["cublas_us"] == 10.0 and a["layout"] == "inner"
     assert [c["config"]["XBLOCK"] for c in a["configs"]] == [1]
     assert {(x["config"]["XBLOCK"], x["fixed"], x["err"]) for x in a["bad"]} == {(2, False, 0.0), (4, True, 0.5)}
     assert [(c["config"]["XBLOCK"], c["us"]) for c in b["configs"]] == [(2, 7.0), (1, 9.0)]   # fastest first
+    assert logged[0] == "grid: 1 shapes reused, 3 to measure x 3 configs"
     assert "budget: grid stops before float16 24576x1536" in logged[-1]
 
 
@@ -216,3 +218,16 @@ def test_the_tool_writes_no_table_when_nothing_could_be_measured(tmp_path, monke
     assert not out.exists()
     assert json.loads((tmp_path / "t.grid.json").read_text())["grid"] == [no_config_ran]
     assert "no table written" in capsys.readouterr().err
+
+
+def test_measured_block_names_how_many_shapes_this_run_measured_and_where_the_rest_came_from():
+    class Cuda:
+        @staticmethod
+        def get_device_name(i):
+            return "Pretend GPU"
+    torch = type("FakeTorch", (), {"cuda": Cuda, "__version__": "2.x"})
+    rows = gr.reused_grid(str(GRID), "nvidia-h200-144gb")[:2] + [{"dtype": "float16", "n": 1, "k": 1}]
+    m = gt.measured_block(torch, "cmd", gt.CONFIGS, ["--budget-s", "9"], rows, str(GRID))
+    assert m["grid"] == "1 shapes measured now, 2 from run2-grid/gemv-results.json"
+    assert m["gpu"] == "Pretend GPU" and m["argv"] == "--budget-s 9" and "22 configs" in m["method"]
+    assert gt.measured_block(torch, "cmd", gt.CONFIGS, [], rows[2:], None)["grid"] == "1 shapes measured now"

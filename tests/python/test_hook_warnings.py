@@ -179,11 +179,11 @@ def test_warning_reaches_stderr_without_logging_configured(tmp_path):
 def gemv_table_env(fresh, monkeypatch):
     """`fresh` plus a one-entry GEMV table named by TORCH_DIODE_GEMV_TABLE (not looked up yet)."""
     import json
+    from test_hook_gemv import CFG, table_doc
     from torch_diode.hook import gemv
     p = fresh / "gemv.json"
-    p.write_text(json.dumps({"format": gemv.TABLE_FORMAT, "hardware": HW, "measured": {}, "entries": [
-        {"dtype": "float16", "layout": "inner", "n": 4096, "k": 4096, "reduction_us": 10.0, "cublas_us": 13.0,
-         "config": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 8, "num_stages": 1}}]}))
+    p.write_text(json.dumps(table_doc([{"dtype": "float16", "layout": "inner", "n": 4096, "k": 4096, "config": CFG,
+                                        "reduction_us": 10.0, "cublas_us": 13.0}], hardware=HW)))
     monkeypatch.setenv(gemv.ENV_TABLE, str(p))
     monkeypatch.setattr(gemv, "_tables", {})
     prior = api.get_options()

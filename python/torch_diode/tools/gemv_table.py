@@ -165,11 +165,14 @@ class HookWithOneConfig:
 
 
 def measure_grid(torch, shapes, layout: str, configs, hook: HookWithOneConfig,
-                 left: Callable[[], float], done=frozenset(), log: Callable[..., Any] = print) -> list[dict]:
-    """The grid rows of `shapes` ((dtype, N, K), those in `done` skipped): cuBLAS's time and
-    each config's, fastest first, and the configs left out ("bad") with why. Stops when
-    `left()` seconds fall under MIN_SHAPE_S."""
+                 left: Callable[[], float], reused=(), log: Callable[..., Any] = print) -> list[dict]:
+    """The grid rows of `shapes` ((dtype, N, K)) that `reused` (an earlier run's rows) does not
+    hold: cuBLAS's time and each config's, fastest first, and the configs left out ("bad")
+    with why. Stops when `left()` seconds fall under MIN_SHAPE_S."""
     import torch_diode
+    done = {shape_of(r) for r in reused}
+    log(f"grid: {len(reused)} shapes reused, {sum((*s, layout) not in done for s in shapes)} to measure "
+        f"x {len(configs)} configs")
     linear = matvec_fn(torch, layout)
     rows = []
     for i, (dt, n, k) in enumerate(shapes):
@@ -269,6 +272,20 @@ def table_doc(hw_key: str, grid_rows, rule: str, measured: dict) -> dict:
             "entries": table_entries(grid_rows, rule)}
 
 
+def measured_block(torch, command: str, configs, argv: list[str], grid_rows, reuse_path: str | None) -> dict:
+    """A table's provenance (its `measured` object): date, GPU, torch, command, method, argv,
+    and how many grid shapes this run measured and which earlier run lent the others."""
+    reused = sum("reused_from" in r for r in grid_rows)
+    return {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__, "command": command,
+            "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
+                      f"{len(configs)} configs compiled through the hook",
+            "argv": " ".join(argv),
+            "grid": f"{len(grid_rows) - reused} shapes measured now"
+                    + (f", {reused} from {grid_rows[0]['reused_from']}/{os.path.basename(reuse_path)}"
+                       if reused else "")}
+
+
 def reused_grid(results_path, hardware):
     """The grid rows of an earlier run's results file; refused when measured on other hardware."""
     with open(results_path) as f:
@@ -327,23 +344,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         shapes, configs = shapes[:2], configs[:3]
     grid_rows = reused_grid(a.reuse_grid, hw_key) if a.reuse_grid else []
-    reused = len(grid_rows)
-    done = {shape_of(r) for r in grid_rows}
-    print(f"grid: {reused} shapes reused, {sum((*s, a.layout) not in done for s in shapes)} to measure "
-          f"x {len(configs)} configs", flush=True)
     from ..hook import api
     loaded, _ = api.resolve_model(quiet=True)      # once; each config's install reuses its directory
     hook = HookWithOneConfig(hw_key, cache, loaded.info.path if loaded else None)
     grid_rows += measure_grid(torch, shapes, a.layout, configs, hook,
-                              lambda: a.budget_s - (time.monotonic() - t_start), done,
+                              lambda: a.budget_s - (time.monotonic() - t_start), grid_rows,
                               log=lambda *m: print(*m, flush=True))
-    measured = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
-                "torch": torch.__version__, "command": "python -m torch_diode.tools.gemv_table",
-                "method": "CUDA graph of one call per weight copy (3x L2), median of 15 replays; "
-                          f"{len(configs)} configs compiled through the hook",
-                "argv": " ".join(sys.argv[1:] if argv is None else argv),
-                "grid": f"{len(grid_rows) - reused} shapes measured now"
-                        + (f", {reused} from {os.path.basename(a.reuse_grid)}" if reused else "")}
+    measured = measured_block(torch, "python -m torch_diode.tools.gemv_table", configs,
+                              sys.argv[1:] if argv is None else argv, grid_rows, a.reuse_grid)
     doc = table_doc(hw_key, grid_rows, a.rule, measured)
     with open(results, "w") as f:       # every measured time, kept even when no table comes of it
         json.dump({"hardware": hw_key, "measured": measured, "grid": grid_rows}, f, indent=1)
