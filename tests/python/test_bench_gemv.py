@@ -1,6 +1,7 @@
 """bench/gemv_reduction.py's table rules, replayed on the committed H200 grids (no GPU): the
 shipped GEMV table is exactly what its measurements give by the rule it was made with, and the
 leave-one-out replay is consistent with its own definitions."""
+import inspect
 import json
 import pathlib
 import subprocess
@@ -124,11 +125,14 @@ def test_the_packaged_tool_and_the_bench_share_one_definition_of_the_grid_and_th
     assert gr.table_entries is gt.table_entries and gr.RULES is gt.RULES and gr.make_inputs is gt.make_inputs
     assert len(gt.grid_shapes("inner")) == 50 and len(gt.grid_shapes("outer")) == 40
     assert len(gt.LAYOUT_CONFIGS["inner"]) == 22 and len(gt.LAYOUT_CONFIGS["outer"]) == 20
-    # the robust rule's geomean is bench/stats.geomean's, to the last bit (a near-tie must break the same way)
+    # the robust rule's geomean is bench/stats.geomean's (a near-tie must break the same way):
+    # one definition, torch_diode/summary_stats.py, which bench/stats.py loads from its file
+    assert inspect.getsourcefile(gt.geomean) == inspect.getsourcefile(geomean)
+    assert pathlib.Path(inspect.getsourcefile(geomean)).resolve() == ROOT / "python/torch_diode/summary_stats.py"
     rel, _ = gt.rel_times(grid())
     for shape in rel:
         v = list(rel[shape].values())
-        assert gt._geomean(v) == geomean(v)
+        assert gt.geomean(v) == geomean(v)
 
 
 def test_table_doc_is_a_table_the_hook_reads_and_names_its_rule():

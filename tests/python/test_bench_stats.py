@@ -1,4 +1,4 @@
-"""bench/stats.py, the one geomean / quantile / p90 / median of every bench script: hand-checked
+"""bench/stats.py (torch_diode/summary_stats.py, loaded from its file), the one geomean / quantile / p90 / median of every bench script: hand-checked
 cases, every bench script using it, and agreement with the C++ reference (`regret_stats`,
 models/src/metrics.cpp) through what `diode validate --report` writes."""
 from __future__ import annotations
@@ -156,3 +156,17 @@ def test_agrees_with_diode_validate_triton_metrics(report):
         for label, want in report["by_op_dtype"].items():
             _same(_ours([p["regret"][j] for p in probs if p["label"] == label]), want[k], f"{label} {k}")
     _same(_ours([p["inductor_default"] for p in probs]), m["inductor_default"], "inductor_default")
+
+
+def test_bench_stats_is_the_package_module_loaded_without_the_package_or_torch():
+    """bench/stats.py re-exports torch_diode/summary_stats.py (the one definition, which the
+    package's GEMV tool uses too) without importing torch_diode, whose import loads torch and
+    installs the hook: a bench script that reads JSON pays for neither."""
+    import subprocess
+    code = ("import sys; sys.path.insert(0, 'bench'); import stats, inspect; "
+            "print(inspect.getsourcefile(stats.geomean)); "
+            "print('torch_diode' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert pathlib.Path(out[0]).resolve() == ROOT / "python/torch_diode/summary_stats.py"
+    assert out[1] == "False False"

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..hook import gemv
+from ..summary_stats import geomean  # the one definition bench/stats.py re-exports
 
 TABLE_GRID_N = (1536, 3072, 6144, 12288, 24576)
 # K 24,576 since the first H200 run's table (which stopped at 12,288, so K = 28,672 kept cuBLAS)
@@ -210,12 +211,6 @@ def measure_grid(torch, shapes, layout: str, configs, hook: HookWithOneConfig,
 
 # ------------------------------------------------------------------ the table from a measured grid (no GPU)
 
-def _geomean(xs: list[float]) -> float:
-    # bench/stats.geomean's formula, summed in order (a different summation could break a
-    # near-tie the other way and change a config); tests/python/test_bench_gemv.py checks the two agree
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def shape_of(row: dict) -> tuple[str, int, int, str]:
     """A grid row's (dtype, n, k, layout); rows from before the layout was recorded are "inner"."""
     return row["dtype"], row["n"], row["k"], row.get("layout", "inner")
@@ -249,7 +244,7 @@ def choose(rel, shape, rule, exclude=None):
         return min(rel[near], key=rel[near].get)
     near = [t for t in pool if _dist(shape, t) <= gemv.MAX_LOG2_DISTANCE] or pool
     keys = set().union(*(rel[t] for t in near))
-    return min(sorted(keys), key=lambda c: _geomean([rel[t].get(c, 10.0) for t in near]))
+    return min(sorted(keys), key=lambda c: geomean([rel[t].get(c, 10.0) for t in near]))
 
 
 def table_entries(grid_rows, rule):
