@@ -35,6 +35,8 @@ import operator
 import os
 import sys
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats
@@ -96,15 +98,35 @@ def problems_of(paths, keep=None, max_spread: float = 0.0, keep_failed: bool = F
             yield seen[0][1], rs + [r for c, r in failed.items() if c not in by_config]
 
 
-def predict_picks_triton(row: dict, margin: float) -> bool:
+RULES = ("mean", "every_member")
+
+
+def predict_picks_triton(row: dict, margin: float, rule: str = "mean") -> bool:
     """Predict mode's replayed choice: the best-scored Triton config only if its predicted time
-    times (1 + margin) is below ATen's (never outside the domain, never for margin inf)."""
-    return margin != math.inf and row["gap"] > math.log1p(margin)
+    times (1 + margin) is below ATen's (never outside the domain, never for margin inf).
+    rule "mean" (the hook's) reads the model's score, an ensemble's mean over its members;
+    "every_member" asks it of each member alone (row["member_gap"], the smallest member gap:
+    replay_rows(members=True)), so a pick the members disagree on goes to ATen."""
+    gap = row["gap"] if rule == "mean" else row["member_gap"]
+    return margin != math.inf and gap > math.log1p(margin)
 
 
-def predict_time(row: dict, margin: float) -> float:
+def predict_time(row: dict, margin: float, rule: str = "mean") -> float:
     """The measured time of predict mode's choice at `margin`: its Triton config's or ATen's."""
-    return row["triton"] if predict_picks_triton(row, margin) else row["aten"]
+    return row["triton"] if predict_picks_triton(row, margin, rule) else row["aten"]
+
+
+def member_gaps(ranker: Ranker, problem, triton_config, aten_config) -> list[float]:
+    """Each ensemble member's own gap, its predicted log time of ATen minus that of
+    `triton_config` (member 0 first; one value for a single model), from one batched forward
+    of the two configs' features per member."""
+    import torch
+    x = ranker.features(problem, [triton_config, aten_config])
+    with torch.no_grad():
+        preds = [ranker._forward(x)]
+        if ranker.model.others:
+            preds += list(np.asarray(ranker.model.run_others(x)))
+    return [float(np.float32(p[1]) - np.float32(p[0])) for p in preds]
 
 
 def stats(xs):
@@ -112,10 +134,11 @@ def stats(xs):
     return geomean(xs), p90(xs), max(xs)
 
 
-def replay_rows(model, datasets, keep=None, max_spread: float = 0.0) -> list[dict]:
+def replay_rows(model, datasets, keep=None, max_spread: float = 0.0, members: bool = False) -> list[dict]:
     """Per problem (problems_of): the best time, ATen's, the best-scored DEFAULT Triton config's,
     and `gap`, ATen's predicted log time minus that config's (-inf outside the model's training
-    sizes, where the hook hands over ATen: model.json dataset.domain)."""
+    sizes, where the hook hands over ATen: model.json dataset.domain); with `members`, also
+    `member_gap`, the smallest of member_gaps() for that config (-inf outside the domain)."""
     ranker = Ranker(model)
     rows = []
     for p, rs in problems_of(datasets, keep, max_spread):
@@ -125,19 +148,23 @@ def replay_rows(model, datasets, keep=None, max_spread: float = 0.0) -> list[dic
         scores = ranker.rank(p, [r.config for r in offered], Options()).scores
         t = min(range(len(cands)), key=lambda j: scores[j])
         inside = model.info.in_domain(p.batch, p.m, p.n, p.k)
-        rows.append({"problem": p, "best": min(r.median_us for r in rs), "aten": aten.median_us,
-                     "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]) if inside else -math.inf,
-                     "inside": inside, "default_best": min(r.median_us for r in offered)})
+        row = {"problem": p, "best": min(r.median_us for r in rs), "aten": aten.median_us,
+               "triton": cands[t].median_us, "gap": float(scores[-1] - scores[t]) if inside else -math.inf,
+               "inside": inside, "default_best": min(r.median_us for r in offered)}
+        if members:
+            row["member_gap"] = min(member_gaps(ranker, p, cands[t].config, aten.config)) if inside else -math.inf
+        rows.append(row)
     return rows
 
 
-def margin_row(rows: list[dict], margin: float) -> dict:
-    """Predict mode at one margin over replay_rows(): regret against the best of everything
-    measured and time against cuBLAS alone (geomean, p90, max), and how often ATen is chosen."""
+def margin_row(rows: list[dict], margin: float, rule: str = "mean") -> dict:
+    """Predict mode at one margin over replay_rows() (by `rule`, RULES): regret against the best
+    of everything measured and time against cuBLAS alone (geomean, p90, max), and how often
+    ATen is chosen."""
     reg, vs_cublas, n_aten = [], [], 0
     for r in rows:
-        t = predict_time(r, margin)
-        n_aten += not predict_picks_triton(r, margin)
+        t = predict_time(r, margin, rule)
+        n_aten += not predict_picks_triton(r, margin, rule)
         reg.append(t / r["best"])
         vs_cublas.append(t / r["aten"])
     g, p90_, mx = stats(reg)
