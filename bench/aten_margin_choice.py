@@ -40,8 +40,9 @@ def choose(tables: dict[str, list[dict]], bound: float) -> float | None:
     return None
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def case_arguments(ap: argparse.ArgumentParser) -> None:
+    """--case (repeatable), --max-spread, --bound and --json: the arguments of every replay
+    over models and their split lists (this script, bench/predict_member_agreement.py)."""
     ap.add_argument("--case", nargs=4, action="append", required=True,
                     metavar=("LABEL", "MODEL", "DATASET", "SPLIT_LIST"),
                     help="a model, its dataset and the split's problem list (repeatable)")
@@ -51,7 +52,9 @@ def main(argv=None) -> int:
     ap.add_argument("--bound", type=float, default=1.10,
                     help="worst GEMM allowed, x cuBLAS alone (default 1.10)")
     ap.add_argument("--json", default="", help="write the tables and the choice here")
-    a = ap.parse_args(argv)
+
+
+def check_case_arguments(a: argparse.Namespace) -> None:
     if not (math.isfinite(a.bound) and a.bound >= 1.0):
         raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
     if not 0 <= a.max_spread <= 1000:
@@ -59,6 +62,14 @@ def main(argv=None) -> int:
     labels = [c[0] for c in a.case]
     if len(set(labels)) != len(labels):
         raise SystemExit("--case labels must differ")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    case_arguments(ap)
+    a = ap.parse_args(argv)
+    check_case_arguments(a)
+    labels = [c[0] for c in a.case]
     tables, problems = {}, {}
     for label, model_dir, dataset, split_list in a.case:
         rows = replay_rows(load_model_dir(model_dir), [dataset], read_split_list(split_list), a.max_spread)

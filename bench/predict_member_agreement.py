@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -31,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from aten_margin_choice import choose  # noqa: E402
+from aten_margin_choice import case_arguments, check_case_arguments, choose  # noqa: E402
 from predict_aten_margin import MARGINS, RULES, margin_row, read_split_list, replay_rows  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 
@@ -43,16 +42,9 @@ def case_tables(rows: list[dict]) -> dict[str, list[dict]]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", nargs=4, action="append", required=True,
-                    metavar=("LABEL", "MODEL", "DATASET", "SPLIT_LIST"),
-                    help="a model, its dataset and the split's problem list (repeatable)")
-    ap.add_argument("--max-spread", type=float, default=0.5, metavar="F",
-                    help="as bench/aten_margin_choice.py (default 0.5, the release's)")
-    ap.add_argument("--bound", type=float, default=1.10, help="worst GEMM allowed, x cuBLAS alone (default 1.10)")
-    ap.add_argument("--json", default="", help="write every table and choice here")
+    case_arguments(ap)
     a = ap.parse_args(argv)
-    if not (math.isfinite(a.bound) and a.bound >= 1.0):
-        raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
+    check_case_arguments(a)
     out = {}
     for label, model_dir, dataset, split_list in a.case:
         model = load_model_dir(model_dir)
