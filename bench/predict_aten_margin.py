@@ -35,8 +35,6 @@ import operator
 import os
 import sys
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))  # stats
@@ -46,7 +44,7 @@ from torch_diode.collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # noqa: E40
 from torch_diode.collect.respec import version_of  # noqa: E402  (a shard's collector version)
 from torch_diode.dataset import load_dataset  # noqa: E402
 from torch_diode.collect.respec import problem_key, read_split_list  # noqa: E402,F401  (one definition)
-from torch_diode.hook.ranking import DEFAULT_ATEN_MARGIN, Options, Ranker  # noqa: E402
+from torch_diode.hook.ranking import DEFAULT_ATEN_MARGIN, ATEN_RULES, Options, Ranker, config_key  # noqa: E402
 from torch_diode.model import load_model_dir  # noqa: E402
 MARGINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
@@ -98,7 +96,7 @@ def problems_of(paths, keep=None, max_spread: float = 0.0, keep_failed: bool = F
             yield seen[0][1], rs + [r for c, r in failed.items() if c not in by_config]
 
 
-RULES = ("mean", "every_member")
+RULES = ATEN_RULES   # the hook's rules (hook/ranking.py)
 
 
 def predict_picks_triton(row: dict, margin: float, rule: str = "mean") -> bool:
@@ -118,15 +116,9 @@ def predict_time(row: dict, margin: float, rule: str = "mean") -> float:
 
 def member_gaps(ranker: Ranker, problem, triton_config, aten_config) -> list[float]:
     """Each ensemble member's own gap, its predicted log time of ATen minus that of
-    `triton_config` (member 0 first; one value for a single model), from one batched forward
-    of the two configs' features per member."""
-    import torch
-    x = ranker.features(problem, [triton_config, aten_config])
-    with torch.no_grad():
-        preds = [ranker._forward(x)]
-        if ranker.model.others:
-            preds += list(np.asarray(ranker.model.run_others(x)))
-    return [float(np.float32(p[1]) - np.float32(p[0])) for p in preds]
+    `triton_config` (member 0 first; one value for a single model): the hook's own
+    Ranker.member_gaps, which its every_member rule reads."""
+    return ranker.member_gaps(problem, config_key(triton_config), config_key(aten_config))
 
 
 def stats(xs):

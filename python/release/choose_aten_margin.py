@@ -14,8 +14,10 @@ the safe models speed or lets an unsafe one through.
 The choice is bench/aten_margin_choice.py's rule on this one model (one definition: its
 `choose`, on bench/predict_aten_margin.py's replay): the smallest margin of the grid whose
 worst validation GEMM is within `--bound` x cuBLAS alone (default 1.10, issue 20's bound).
-It is written as model.json's `selection` object (docs/model-format.md):
-`{"aten_margin": M, "bound": B, "split": "validation", "problems": N,
+With `--rule every_member` the replay asks every ensemble member alone to predict the Triton
+pick faster by the margin (the hook's aten_rule "every_member"), and the margin is chosen for
+that rule. It is written as model.json's `selection` object (docs/model-format.md):
+`{"aten_margin": M, "aten_rule": R, "bound": B, "split": "validation", "problems": N,
   "vs_cublas_geomean": G, "vs_cublas_max": W}`; the hook's predict mode uses `aten_margin`
 unless the user sets one (docs/hook.md). Exit 1 with nothing written when no margin of the
 grid meets the bound: such a model is not fit for predict mode and is not published.
@@ -33,18 +35,20 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from aten_margin_choice import choose  # noqa: E402
-from predict_aten_margin import MARGINS, margin_row, read_split_list, replay_rows  # noqa: E402
+from predict_aten_margin import MARGINS, RULES, margin_row, read_split_list, replay_rows  # noqa: E402
 from torch_diode.model import MAX_ATEN_MARGIN, load_model_dir  # noqa: E402
 
 
-def selection_for(model_dir: str, dataset: str, split_list: str, bound: float, max_spread: float) -> dict | None:
-    """model.json's `selection` for this model, or None when no margin of the grid keeps its
-    worst validation GEMM within `bound` x cuBLAS."""
-    rows = replay_rows(load_model_dir(model_dir), [dataset], read_split_list(split_list), max_spread)
+def selection_for(model_dir: str, dataset: str, split_list: str, bound: float, max_spread: float,
+                  rule: str = "mean") -> dict | None:
+    """model.json's `selection` for this model under predict mode's ATen `rule` (RULES), or
+    None when no margin of the grid keeps its worst validation GEMM within `bound` x cuBLAS."""
+    rows = replay_rows(load_model_dir(model_dir), [dataset], read_split_list(split_list), max_spread,
+                       members=rule == "every_member")
     if not rows:
         raise SystemExit(f"choose_aten_margin: no problem of {split_list} in {dataset} with an aten record "
                          "and DEFAULT-flagged configs")
-    table = [margin_row(rows, m) for m in MARGINS]
+    table = [margin_row(rows, m, rule) for m in MARGINS]
     for r in table:
         print(f"margin {r['margin']:.2f}: x cuBLAS geomean {r['vs_cublas_geomean']:.3f}, worst "
               f"{r['vs_cublas_max']:.3f}; ATen chosen {r['aten_chosen']}/{len(rows)}")
@@ -53,7 +57,7 @@ def selection_for(model_dir: str, dataset: str, split_list: str, bound: float, m
         return None
     assert 0 <= chosen <= MAX_ATEN_MARGIN  # the grid lies within what model.json accepts
     row = table[MARGINS.index(chosen)]
-    return {"aten_margin": chosen, "bound": bound, "split": "validation", "problems": len(rows),
+    return {"aten_margin": chosen, "aten_rule": rule, "bound": bound, "split": "validation", "problems": len(rows),
             "vs_cublas_geomean": round(row["vs_cublas_geomean"], 6),
             "vs_cublas_max": round(row["vs_cublas_max"], 6)}
 
@@ -84,18 +88,22 @@ def main(argv=None) -> int:
     ap.add_argument("--bound", type=float, default=1.10, help="worst GEMM allowed, x cuBLAS alone (default 1.10)")
     ap.add_argument("--max-spread", type=float, default=0.5, metavar="F",
                     help="leave out records whose IQR exceeds F x their median (default 0.5, the trainer's)")
+    ap.add_argument("--rule", choices=RULES, default="mean",
+                    help="predict mode's ATen rule the margin is chosen for and written with "
+                         "(selection.aten_rule): mean (the ensemble's score, the default) or every_member "
+                         "(each member alone; bench/predict_member_agreement.py)")
     a = ap.parse_args(argv)
     if not (math.isfinite(a.bound) and a.bound >= 1.0):
         raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
     if not 0 <= a.max_spread <= 1000:
         raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
-    sel = selection_for(a.model, a.dataset, a.split_list, a.bound, a.max_spread)
+    sel = selection_for(a.model, a.dataset, a.split_list, a.bound, a.max_spread, a.rule)
     if sel is None:
         print(f"choose_aten_margin: no margin of {MARGINS} keeps the worst validation GEMM within "
               f"{a.bound:g}x cuBLAS; model.json not changed", file=sys.stderr)
         return 1
     write_selection(a.model, sel)
-    print(f"aten_margin {sel['aten_margin']:g}: worst validation GEMM {sel['vs_cublas_max']:.3f}x cuBLAS "
+    print(f"aten_margin {sel['aten_margin']:g} ({sel['aten_rule']} rule): worst validation GEMM {sel['vs_cublas_max']:.3f}x cuBLAS "
           f"(bound {a.bound:g}), geomean {sel['vs_cublas_geomean']:.3f}x over {sel['problems']} problems; "
           f"written to {os.path.join(a.model, 'model.json')}")
     return 0

@@ -77,6 +77,8 @@
 #   --tested-torch V    torch version(s) the models were tested with (repeatable; default:
 #                       the trainer's)
 #   --no-gate           publish even when the candidate loses to the shipped model
+#   --aten-rule RULE    predict mode's ATen rule the margin is chosen for (step 2b) and signed
+#                       with: mean (the default) or every_member (choose_aten_margin.py --rule)
 #   --resign            train nothing: publish each hardware's shipped model again, unchanged
 #                       (model.json and weights.msgpack byte for byte), as the next version
 #                       signed by --keys, and ship it with --keys' root.pub. For a new release
@@ -94,7 +96,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
-np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" add_prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0
+np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" add_prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0 aten_rule=mean
 hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
@@ -118,6 +120,7 @@ while (($#)); do
     --tested-torch) tested+=(--tested-torch "$2"); shift 2 ;;
     --dry-run) dry=1; shift ;;
     --no-gate) gate=0; shift ;;
+    --aten-rule) aten_rule=$2; shift 2 ;;
     --resign) resign=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "release_bundles: unknown argument $1 (--help)" >&2; exit 2 ;;
@@ -126,6 +129,7 @@ done
 
 die() { echo "release_bundles: $*" >&2; exit 2; }
 [ -n "$keys" ] || die "--keys DIR is required (the release key directory)"
+[[ $aten_rule == mean || $aten_rule == every_member ]] || die "--aten-rule takes mean or every_member, got '$aten_rule'"
 [[ $ensemble =~ ^[0-9]+$ ]] || die "--ensemble K takes a whole number (the cascade), got '$ensemble'"
 if ((ensemble)) && [[ ! $seeds =~ , ]]; then die "--ensemble needs --seeds with at least two seeds"; fi
 pf_hidden="" pf_blocks="" pf_keep=""
@@ -324,7 +328,7 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
   if ((dry)); then
     run "$diode" validate --model "$w/model" --dataset "$data" --json
     if ((gate)) && [ -n "$prev" ]; then run "$diode" validate --model "$w/model" --compare "$prev" --dataset "$data" --gate; fi
-    run "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" --split-list "$w/validation-split.json"
+    run "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" --split-list "$w/validation-split.json" --rule "$aten_rule"
     continue
   fi
   if ! "$diode" validate --model "$w/model" --dataset "$data" --json > "$w/validate.json" 2> "$w/validate.err"; then
@@ -364,7 +368,7 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
   # Predict mode's ATen margin, chosen on the validation split and signed with the model (2b).
   if ! "$diode" validate --dataset "$data" --list-split validation --json > "$w/validation-split.json" 2> "$w/margin.err" ||
      ! "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" \
-         --split-list "$w/validation-split.json" > "$w/margin.txt" 2>> "$w/margin.err"; then
+         --split-list "$w/validation-split.json" --rule "$aten_rule" > "$w/margin.txt" 2>> "$w/margin.err"; then
     cat "$w/margin.txt" "$w/margin.err" >&2 2> /dev/null || true
     echo "release_bundles: $hw: no ATen margin for predict mode (above); not published" >&2
     failed+=("$hw (aten margin)"); continue

@@ -134,6 +134,9 @@ class ModelInfo:
     # its validation split (python/release/release_bundles.sh, bench/aten_margin_choice.py);
     # None for a model without one (the hook then uses ranking.DEFAULT_ATEN_MARGIN).
     aten_margin: float | None = None
+    # selection.aten_rule: how that margin was chosen and is to be read for an ensemble
+    # ("mean" | "every_member": hook/ranking.ATEN_RULES); None for a model without one ("mean").
+    aten_rule: str | None = None
 
     def in_domain(self, batch: int, m: int, n: int, k: int) -> bool:
         """Whether a problem's sizes lie within the training problems' ranges (True without a domain)."""
@@ -298,6 +301,20 @@ def parse_selection(selection: Any) -> float | None:
     return float(v)
 
 
+SELECTION_RULES = ("mean", "every_member")   # predict mode's ATen rules (hook/ranking.ATEN_RULES is this)
+
+
+def parse_selection_rule(selection: Any) -> str | None:
+    """model.json selection.aten_rule, strictly: absent (or no selection) -> None; otherwise
+    one of SELECTION_RULES. `selection` itself is checked by parse_selection."""
+    if not isinstance(selection, dict) or "aten_rule" not in selection:
+        return None
+    v = selection["aten_rule"]
+    if v not in SELECTION_RULES:
+        _fail("model.json selection.aten_rule", f"expected one of {SELECTION_RULES}, got {v!r:.100}")
+    return v
+
+
 PREFILTER_KEYS = {"hidden": (1, MAX_HIDDEN), "blocks": (0, MAX_BLOCKS), "keep": (1, MAX_KEEP)}
 
 
@@ -381,6 +398,7 @@ def parse_model_json(text: bytes, path: str = "<memory>") \
         _fail("model.json hardware_key", "missing or not a string")
     domain = parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
     aten_margin = parse_selection(j.get("selection"))  # the same
+    parse_selection_rule(j.get("selection"))           # the same (read again by load_model_dir)
     return a, spec, domain, aten_margin, j
 
 
@@ -503,7 +521,8 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=domain, aten_margin=aten_margin)
+                     domain=domain, aten_margin=aten_margin,
+                     aten_rule=parse_selection_rule(j.get("selection")))
     return info, tensors
 
 

@@ -316,7 +316,16 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
     # then predict mode's ATen margin is chosen for the candidate on the validation split (2b)
     margin = [l for l in r.stderr.splitlines() if "choose_aten_margin.py" in l]
     assert len(margin) == 1 and "--split-list " + str(tmp_path / "work") in margin[0], r.stderr
+    assert margin[0].endswith("--rule mean"), margin[0]          # the default ATen rule
     assert not (tmp_path / "reg" / "nvidia-h100-80gb").exists()  # nothing published
+    # --aten-rule every_member: the margin is chosen for (and signed with) that rule
+    r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
+                        "--build", str(BUILD), "--work", str(tmp_path / "work"), "--hardware", "nvidia-h100-80gb",
+                        "--seeds", "3,7", "--aten-rule", "every_member", "--dry-run"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    margin = [l for l in r.stderr.splitlines() if "choose_aten_margin.py" in l]
+    assert len(margin) == 1 and margin[0].endswith("--rule every_member"), r.stderr
     # --prefilter H,B,K: one more training, the small model (the first seed; the recipe's own
     # --hidden/--blocks replaced by the pre-filter's, which diode-train takes only once)
     r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--registry", str(tmp_path / "reg"),
@@ -329,7 +338,8 @@ def test_release_script_plans_one_training_per_seed_and_keeps_keys_out_of_the_re
     assert trains[2].split("--seed ")[1].split()[0] == "3" and "--lr 0.002" in trains[2]
     assert trains[2].endswith("--hidden 16 --blocks 1 > " + str(tmp_path / "work" / "nvidia-h100-80gb" / "prefilter.log"))
     assert "--hidden 128" not in trains[2] and "--hidden 128" in trains[0]
-    for bad, why in ((["--prefilter", "16,1"], "HIDDEN,BLOCKS,KEEP"), (["--prefilter", "16,1,64"], "needs --ensemble")):
+    for bad, why in ((["--prefilter", "16,1"], "HIDDEN,BLOCKS,KEEP"), (["--prefilter", "16,1,64"], "needs --ensemble"),
+                     (["--aten-rule", "all"], "mean or every_member")):
         r = subprocess.run(["bash", str(RELEASE), "--keys", str(keys), "--build", str(BUILD), "--seeds", "3,7",
                             *bad, "--dry-run"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and why in r.stderr, r.stderr

@@ -102,3 +102,34 @@ def test_choose_aten_margin_writes_the_validation_choice_into_model_json(tmp_pat
         r = subprocess.run(cmd + ["--bound", "1.0"], capture_output=True, text=True)
         assert r.returncode == 1 and "model.json not changed" in r.stderr
         assert (model / "model.json").read_bytes() == before
+
+
+def test_choose_aten_margin_for_the_every_member_rule_writes_that_rule(tmp_path):
+    """--rule every_member: the margin is the choice of the every_member replay (each member
+    of the shipped H100 ensemble alone), and selection.aten_rule carries the rule, which the
+    hook then uses (HookState.aten_rule)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import aten_margin_choice as amc
+    import predict_aten_margin as pam
+    src = shipped_model("nvidia-h100-80gb")
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in ("model.json", "weights.msgpack"):
+        shutil.copy(src / f, model / f)
+    data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
+    split = tmp_path / "val.json"
+    split.write_text(json.dumps([dict(dataclasses.asdict(p), configs=[], us=[], problem="0" * 16)
+                                 for p, _ in pam.problems_of([str(data)])]))
+    rows = pam.replay_rows(load_model_dir(str(src)), [str(data)], pam.read_split_list(str(split)), 0.5, members=True)
+    expect = amc.choose({"m": [pam.margin_row(rows, m, "every_member") for m in pam.MARGINS]}, 1.5)
+    assert expect is not None
+    r = subprocess.run([sys.executable, str(ROOT / "python/release/choose_aten_margin.py"), "--model", str(model),
+                        "--dataset", str(data), "--split-list", str(split), "--bound", "1.5",
+                        "--rule", "every_member"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(every_member rule)" in r.stdout
+    sel = json.loads((model / "model.json").read_text())["selection"]
+    assert sel["aten_rule"] == "every_member" and sel["aten_margin"] == expect
+    loaded = load_model_dir(model)
+    assert loaded.info.aten_rule == "every_member"
+    assert HookState(Ranker(loaded), Options(), Stats()).aten_rule == "every_member"

@@ -362,7 +362,10 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     single best choice is used with no benchmarking; env TORCH_DIODE_MODE sets the default),
     aten_margin (predict mode: a Triton config replaces ATen only when predicted faster by more
     than this share; default None: the model's own, model.json selection.aten_margin, else
-    0.05), aten_shortcut (topk mode: when predict mode would pick
+    0.05), aten_rule (predict mode with an ensemble: "mean", the ensemble's score, or
+    "every_member", every member alone must predict the Triton config faster by the margin;
+    default None: the model's own, model.json selection.aten_rule, else "mean"),
+    aten_shortcut (topk mode: when predict mode would pick
     ATen, ATen alone is handed over and nothing is benchmarked; default True).
     Without a
     usable model the handler is still installed and takes Inductor's default path on
@@ -498,8 +501,8 @@ def auto_install() -> bool:
 # ---------------------------------------------------------------- options, stats, logging
 
 def set_options(**options: Any) -> dict[str, Any]:
-    """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin / aten_shortcut
-    (validated); applies now."""
+    """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin /
+    aten_rule / aten_shortcut (validated); applies now."""
     global _options
     with _lock:
         _options = replace(_options, **options)
@@ -526,6 +529,7 @@ def get_prediction_stats() -> dict[str, Any]:
     s["options"] = get_options()
     # the margin in force: the option, else the model's own, else the default (HookState.aten_margin)
     s["aten_margin"] = st.aten_margin if st else None
+    s["aten_rule"] = st.aten_rule if st else None      # the same for the rule (HookState.aten_rule)
     # the GEMV table in use (predict mode's M = 1 / N = 1 reduction): None when this GPU has none,
     # outside predict mode, or with gemv_reduction off
     t = st.gemv_table_in_use if st else None

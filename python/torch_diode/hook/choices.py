@@ -78,6 +78,17 @@ class HookState:
         return DEFAULT_ATEN_MARGIN if own is None else own
 
     @property
+    def aten_rule(self) -> str:
+        """How predict mode reads the margin for an ensemble: the aten_rule option when set,
+        else the model's own (model.json selection.aten_rule: the rule its margin was chosen
+        under), else "mean". "every_member" hands a Triton pick over only when every member
+        alone predicts it faster than ATen by more than the margin."""
+        if self.options.aten_rule is not None:
+            return self.options.aten_rule
+        own = self.ranker.model.info.aten_rule if self.ranker else None
+        return own or "mean"
+
+    @property
     def model_path(self) -> str | None:
         return self.ranker.model.info.path if self.ranker else None
 
@@ -176,7 +187,8 @@ class DiodeChoicesMixin:
             extra = [config_key(extract.aten_config(own[0], problem))] if shortcut else []
             ranking = state.ranker.rank_ktcs(problem, rankable, state.options, extra_keys=extra)
             rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
-            if shortcut and _aten_predicted_fastest(state.aten_margin, float(ranking.extra_scores[0]), ranking.scores):
+            if shortcut and (_aten_predicted_fastest(state.aten_margin, float(ranking.extra_scores[0]), ranking.scores)
+                             or _members_doubt_best(state, problem, rankable, ranking.scores, extra[0])):
                 # predict mode's decision: Inductor's warm-L2 benchmark of ATen against the top-k
                 # lost to it on 10 of 11 such workloads (Options.aten_shortcut, ranking.py)
                 rec.configs_in, rec.configs_kept = len(rankable), 0
@@ -245,6 +257,11 @@ class DiodeChoicesMixin:
             decide[len(rankable)] = _aten_decision_score(state.aten_margin, float(decide[len(rankable)]))
         # stable: on a tie the Triton configs (listed first) win, as in _aten_predicted_fastest
         order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
+        if (scores_aten and order[0] != len(rankable) and state.ranker.model.others
+                and state.aten_rule == "every_member"
+                and not _every_member_agrees(state, problem, offered[order[0]], offered[len(rankable)])):
+            rec.member_disagreed = True
+            order = [len(rankable)] + [i for i in order if i != len(rankable)][:PREDICT_TRIES - 1]
         picked = None
         for i in order:
             ktc = own[0] if i == len(rankable) else rankable[i]
@@ -291,12 +308,29 @@ class DiodeChoicesMixin:
         return out
 
 
+def _every_member_agrees(state: HookState, problem, pick_key: tuple, aten_key: tuple) -> bool:
+    """Predict mode's every_member rule: every member of the ensemble alone predicts the pick
+    faster than ATen by more than the margin (Ranker.member_gaps; the replay of
+    bench/predict_aten_margin.py decides by the same comparison)."""
+    return min(state.ranker.member_gaps(problem, pick_key, aten_key)) > math.log1p(state.aten_margin)
+
+
 def _aten_decision_score(margin: float, aten_score: float) -> float:
     """ATen's score as predict mode ranks it among the Triton configs' (log-time scores):
     lowered by the ATen margin (HookState.aten_margin), so ATen wins unless a Triton config
     is predicted faster by more than that share (cuBLAS is rarely far from the best, a wrong
     Triton pick can be). The one definition of the rule; top-k's shortcut uses it too."""
     return aten_score - math.log1p(margin)
+
+
+def _members_doubt_best(state: HookState, problem, rankable: list, triton_scores, aten_key: tuple) -> bool:
+    """Top-k's shortcut under the every_member rule: predict mode would hand over ATen because
+    not every member of the ensemble predicts its best Triton config (the first of the lowest
+    score, as _diode_predict's stable order) faster than ATen by the margin."""
+    if state.aten_rule != "every_member" or not state.ranker.model.others or not len(triton_scores):
+        return False
+    best = rankable[int(triton_scores.argmin())]
+    return not _every_member_agrees(state, problem, config_key(extract.config_from_ktc(best)), aten_key)
 
 
 def _aten_predicted_fastest(margin: float, aten_score: float, triton_scores) -> bool:
@@ -437,7 +471,7 @@ def options_dict(o: Options) -> dict:
     """Every option by name: what get_options() reports and what a pickled factory carries."""
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
-            "mode": o.mode, "aten_margin": o.aten_margin, "aten_shortcut": o.aten_shortcut,
+            "mode": o.mode, "aten_margin": o.aten_margin, "aten_rule": o.aten_rule, "aten_shortcut": o.aten_shortcut,
             "gemv_reduction": o.gemv_reduction}
 
 

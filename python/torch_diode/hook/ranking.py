@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ..features import _DTYPE_BYTES, raw_features
-from ..model import LoadedModel, cascade_scores, is_aten_template, lowest_mask, prefilter_scores
+from ..model import SELECTION_RULES, LoadedModel, cascade_scores, is_aten_template, lowest_mask, prefilter_scores
 from ..wire import KernelConfig, Problem
 
 DEFAULT_TOP_K = 5
@@ -99,6 +99,13 @@ def env_mode() -> str:
 MAX_LOG_MARGIN = math.log(1e3)  # top_margin() reports at most a predicted 1000x
 
 
+# How predict mode reads its ATen margin for an ensemble: "mean" (the ensemble's score, the
+# members' mean) or "every_member" (each member alone; bench/predict_member_agreement.py:
+# the picks the members disagree on are where the large misses are). One model: the same.
+# One definition with model.json's selection.aten_rule (model.SELECTION_RULES).
+ATEN_RULES = SELECTION_RULES
+
+
 @dataclass(frozen=True)
 class Options:
     top_k: int = DEFAULT_TOP_K
@@ -111,6 +118,10 @@ class Options:
     # predict mode: Triton must be predicted this much faster than ATen; None: the model's own
     # (model.json selection.aten_margin), else DEFAULT_ATEN_MARGIN (HookState.aten_margin)
     aten_margin: float | None = None
+    # predict mode: how the margin is read for an ensemble (ATEN_RULES): "mean", the ensemble's
+    # score; "every_member", each member alone must predict the Triton pick faster by more than
+    # the margin; None: the model's own (model.json selection.aten_rule), else "mean"
+    aten_rule: str | None = None
     aten_shortcut: bool = DEFAULT_ATEN_SHORTCUT  # topk mode: ATen alone when predict mode would pick it
     # predict mode: an M = 1 / N = 1 mm becomes Inductor's reduction with the launch config of
     # this hardware's measured table, where that table says it beats cuBLAS (hook/gemv.py)
@@ -145,6 +156,9 @@ class Options:
                 or not math.isfinite(self.aten_margin) or self.aten_margin < 0):
             raise ValueError(f"aten_margin must be None (the model's own) or a finite number >= 0 (0.1: "
                              f"Triton only when predicted more than 10% faster than ATen), got {self.aten_margin!r}")
+        if self.aten_rule is not None and self.aten_rule not in ATEN_RULES:
+            raise ValueError(f"aten_rule must be None (the model's own) or one of {ATEN_RULES}, "
+                             f"got {self.aten_rule!r}")
         if not isinstance(self.aten_shortcut, bool):
             raise ValueError(f"aten_shortcut must be a bool, got {self.aten_shortcut!r}")
         if not isinstance(self.gemv_reduction, bool):
@@ -153,7 +167,8 @@ class Options:
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
                 f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}"
-                f"-c{int(self.aten_shortcut)}-g{int(self.gemv_reduction)}")
+                f"-c{int(self.aten_shortcut)}-g{int(self.gemv_reduction)}"
+                + (f"-r{self.aten_rule}" if self.aten_rule is not None else ""))
 
 
 def select(scores: list[float], opts: Options) -> list[int]:
@@ -596,6 +611,23 @@ class Ranker:
         if not np.isfinite(y).all():
             raise FloatingPointError("model produced a non-finite prediction")
         return y
+
+    def member_gaps(self, problem: Problem, pick_key: tuple, aten_key: tuple) -> list[float]:
+        """Each member's own predicted log time of `aten_key` minus that of `pick_key`
+        (config_key tuples; member 0 first, one value for a single model): the gaps predict
+        mode's every_member rule reads. One forward of the two rows per member; the
+        ensemble's cascade and pre-filter play no part (both configs are scored by all)."""
+        with self._lock:
+            x = self._table.raw_features(problem, self._table.rows_for_keys([pick_key, aten_key]))
+        t = torch.from_numpy(x)
+        with _real_tensors():
+            preds = [self.model.module(t).numpy()]
+            if self.model.others:
+                preds += list(np.asarray(self.model.run_others(t)))
+        out = [float(np.float32(p[1]) - np.float32(p[0])) for p in preds]
+        if not all(math.isfinite(g) for g in out):
+            raise FloatingPointError("model produced a non-finite prediction")
+        return out
 
     def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> Ranking:
         """Scores (cached per problem), the kept indices and the margin, in one pass."""

@@ -24,6 +24,9 @@ class CallRecord:
     # exp(score_2nd - score_best) - 1 (scores are predicted log time); None with < 2 configs.
     margin: float | None = None
     predicted: str = ""          # predict mode: "triton" | "aten" | "aten+triton" (what was handed over)
+    # predict mode, aten_rule "every_member": the ensemble's best was a Triton config that not
+    # every member predicted faster than ATen by the margin, so ATen went first
+    member_disagreed: bool = False
     error: str = ""              # fallback: the exception, "Type: message" (first 300 characters)
 
     def as_dict(self) -> dict:
