@@ -64,12 +64,10 @@ def test_the_margin_in_force_is_the_option_else_the_models_else_the_default(tmp_
     assert HookState(Ranker(own), Options(), Stats()).uuid() != HookState(Ranker(plain), Options(), Stats()).uuid()
 
 
-def test_choose_aten_margin_writes_the_validation_choice_into_model_json(tmp_path):
-    """The release step on the shipped H100 model and one real dataset file: the margin
-    written is bench/aten_margin_choice.py's choice for this one model (one definition), the
-    rest of model.json is unchanged, and the model reads back with it."""
+def _h100_copy_and_split(tmp_path):
+    """A writable copy of the shipped H100 model, one real dataset file and a split list of
+    every problem in it (the list carries more fields than the key; only the key matters)."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import aten_margin_choice as amc
     import predict_aten_margin as pam
     src = shipped_model("nvidia-h100-80gb")
     model = tmp_path / "model"
@@ -80,6 +78,16 @@ def test_choose_aten_margin_writes_the_validation_choice_into_model_json(tmp_pat
     split = tmp_path / "val.json"
     split.write_text(json.dumps([dict(dataclasses.asdict(p), configs=[], us=[], problem="0" * 16)
                                  for p, _ in pam.problems_of([str(data)])]))
+    return src, model, data, split
+
+
+def test_choose_aten_margin_writes_the_validation_choice_into_model_json(tmp_path):
+    """The release step on the shipped H100 model and one real dataset file: the margin
+    written is bench/aten_margin_choice.py's choice for this one model (one definition), the
+    rest of model.json is unchanged, and the model reads back with it."""
+    src, model, data, split = _h100_copy_and_split(tmp_path)
+    import aten_margin_choice as amc
+    import predict_aten_margin as pam
     cmd = [sys.executable, str(ROOT / "python/release/choose_aten_margin.py"), "--model", str(model),
            "--dataset", str(data), "--split-list", str(split)]
     rows = pam.replay_rows(load_model_dir(str(src)), [str(data)], pam.read_split_list(str(split)), 0.5)
@@ -108,18 +116,9 @@ def test_choose_aten_margin_for_the_every_member_rule_writes_that_rule(tmp_path)
     """--rule every_member: the margin is the choice of the every_member replay (each member
     of the shipped H100 ensemble alone), and selection.aten_rule carries the rule, which the
     hook then uses (HookState.aten_rule)."""
-    sys.path.insert(0, str(ROOT / "bench"))
+    src, model, data, split = _h100_copy_and_split(tmp_path)
     import aten_margin_choice as amc
     import predict_aten_margin as pam
-    src = shipped_model("nvidia-h100-80gb")
-    model = tmp_path / "model"
-    model.mkdir()
-    for f in ("model.json", "weights.msgpack"):
-        shutil.copy(src / f, model / f)
-    data = ROOT / "datasets/nvidia-h100-80gb/2026-11-25-mix-2026112507-p004-015.msgpack.gz"
-    split = tmp_path / "val.json"
-    split.write_text(json.dumps([dict(dataclasses.asdict(p), configs=[], us=[], problem="0" * 16)
-                                 for p, _ in pam.problems_of([str(data)])]))
     rows = pam.replay_rows(load_model_dir(str(src)), [str(data)], pam.read_split_list(str(split)), 0.5, members=True)
     expect = amc.choose({"m": [pam.margin_row(rows, m, "every_member") for m in pam.MARGINS]}, 1.5)
     assert expect is not None
