@@ -21,12 +21,11 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 from stats import geomean  # noqa: E402
-
-
-def shape_key(row: dict) -> tuple:
-    return (row["dtype"], row.get("layout", "inner"), int(row["n"]), int(row["k"]))
+from torch_diode.tools.gemv_table import rel_times, shape_of  # noqa: E402  (the tool's one reading of a grid)
 
 
 def grid_rows(doc: dict) -> list[dict]:
@@ -38,28 +37,29 @@ def grid_rows(doc: dict) -> list[dict]:
 
 
 def table_configs(doc: dict) -> dict[tuple, dict]:
-    return {shape_key(e): e["config"] for e in doc["entries"]}
+    """(dtype, n, k, layout) -> the table's launch config (shape_of, as the grid's rows)."""
+    return {shape_of(e): e["config"] for e in doc["entries"]}
 
 
 def transfer(grid: list[dict], configs: dict[tuple, dict], own: dict[tuple, dict] | None = None) -> dict:
     """One table on one grid: per shape the table's config time over the fastest and over
     cuBLAS; shapes the table does not hold, or whose config the grid did not time, are counted
     apart (never a silent drop)."""
+    rel, us = rel_times(grid)     # per shape and config key: time / the fastest, and the time
     to_best, to_cublas, agree, missing, untimed = [], [], 0, 0, 0
     for row in grid:
-        key = shape_key(row)
-        cfg = configs.get(key)
+        shape = shape_of(row)
+        cfg = configs.get(shape)
         if cfg is None:
             missing += 1
             continue
-        times = [c["us"] for c in row["configs"] if c["config"] == cfg]
-        if not times:
+        key = json.dumps(cfg, sort_keys=True)       # rel_times' config key
+        if key not in us.get(shape, {}):
             untimed += 1
             continue
-        best = min(c["us"] for c in row["configs"])
-        to_best.append(times[0] / best)
-        to_cublas.append(times[0] / row["cublas_us"])
-        if own is not None and own.get(key) == cfg:
+        to_best.append(rel[shape][key])
+        to_cublas.append(us[shape][key] / row["cublas_us"])
+        if own is not None and own.get(shape) == cfg:
             agree += 1
     return {"shapes": len(to_best), "missing": missing, "untimed": untimed, "agree": agree,
             "to_best_geomean": geomean(to_best), "to_best_worst": max(to_best, default=None),

@@ -27,9 +27,9 @@ def test_transfer_sets_each_config_against_the_fastest_and_cublas_and_counts_wha
             row(3072, 1536, 8.0, [(A, 4.4), (B, 4.0)]),
             row(6144, 1536, 9.0, [(A, 7.0)]),           # the table's config C was not timed here
             row(12288, 1536, 14.0, [(A, 11.0)])]        # the table has no entry for it
-    table = {("float16", "inner", 1536, 1536): B, ("float16", "inner", 3072, 1536): B,
-             ("float16", "inner", 6144, 1536): C}
-    own = {("float16", "inner", 1536, 1536): A, ("float16", "inner", 3072, 1536): B}
+    table = {("float16", 1536, 1536, "inner"): B, ("float16", 3072, 1536, "inner"): B,
+             ("float16", 6144, 1536, "inner"): C}
+    own = {("float16", 1536, 1536, "inner"): A, ("float16", 3072, 1536, "inner"): B}
     r = gtt.transfer(grid, table, own)
     assert (r["shapes"], r["missing"], r["untimed"], r["agree"]) == (2, 1, 1, 1)
     assert r["to_best_geomean"] == geomean([3.3 / 3.0, 1.0]) and r["to_best_worst"] == 3.3 / 3.0
