@@ -257,9 +257,8 @@ class DiodeChoicesMixin:
             decide[len(rankable)] = _aten_decision_score(state.aten_margin, float(decide[len(rankable)]))
         # stable: on a tie the Triton configs (listed first) win, as in _aten_predicted_fastest
         order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
-        if (scores_aten and order[0] != len(rankable) and state.ranker.model.others
-                and state.aten_rule == "every_member"
-                and not _every_member_agrees(state, problem, offered[order[0]], offered[len(rankable)])):
+        if (scores_aten and order[0] != len(rankable)
+                and _members_doubt(state, problem, offered[order[0]], offered[len(rankable)])):
             rec.member_disagreed = True
             order = [len(rankable)] + [i for i in order if i != len(rankable)][:PREDICT_TRIES - 1]
         picked = None
@@ -308,11 +307,14 @@ class DiodeChoicesMixin:
         return out
 
 
-def _every_member_agrees(state: HookState, problem, pick_key: tuple, aten_key: tuple) -> bool:
-    """Predict mode's every_member rule: every member of the ensemble alone predicts the pick
-    faster than ATen by more than the margin (Ranker.member_gaps; the replay of
-    bench/predict_aten_margin.py decides by the same comparison)."""
-    return min(state.ranker.member_gaps(problem, pick_key, aten_key)) > math.log1p(state.aten_margin)
+def _members_doubt(state: HookState, problem, pick_key: tuple, aten_key: tuple) -> bool:
+    """Predict mode's every_member rule (and top-k's shortcut under it): with that rule and an
+    ensemble, not every member alone predicts the Triton pick faster than ATen by more than
+    the margin (Ranker.member_gaps; the replay of bench/predict_aten_margin.py decides by the
+    same comparison), so ATen goes first. False under "mean" or for a single model."""
+    if state.aten_rule != "every_member" or not state.ranker.model.others:
+        return False
+    return min(state.ranker.member_gaps(problem, pick_key, aten_key)) <= math.log1p(state.aten_margin)
 
 
 def _aten_decision_score(margin: float, aten_score: float) -> float:
@@ -324,13 +326,12 @@ def _aten_decision_score(margin: float, aten_score: float) -> float:
 
 
 def _members_doubt_best(state: HookState, problem, rankable: list, triton_scores, aten_key: tuple) -> bool:
-    """Top-k's shortcut under the every_member rule: predict mode would hand over ATen because
-    not every member of the ensemble predicts its best Triton config (the first of the lowest
-    score, as _diode_predict's stable order) faster than ATen by the margin."""
-    if state.aten_rule != "every_member" or not state.ranker.model.others or not len(triton_scores):
+    """_members_doubt for top-k's best-scored Triton config (the first of the lowest score, as
+    _diode_predict's stable order)."""
+    if state.aten_rule != "every_member" or not len(triton_scores):   # no config key to build
         return False
     best = rankable[int(triton_scores.argmin())]
-    return not _every_member_agrees(state, problem, config_key(extract.config_from_ktc(best)), aten_key)
+    return _members_doubt(state, problem, config_key(extract.config_from_ktc(best)), aten_key)
 
 
 def _aten_predicted_fastest(margin: float, aten_score: float, triton_scores) -> bool:
