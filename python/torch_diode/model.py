@@ -353,9 +353,10 @@ def _ensemble_fields(arch: dict) -> dict:
 
 
 def parse_model_json(text: bytes, path: str = "<memory>") \
-        -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, float | None, dict]:
+        -> tuple[Architecture, FeatureSpec, dict[str, tuple[int, int]] | None, float | None, str | None, dict]:
     """Checks model.json; returns its architecture, feature spec, dataset domain, ATen margin
-    (selection.aten_margin, None where absent) and the parsed object."""
+    and rule (selection.aten_margin and selection.aten_rule, None where absent) and the parsed
+    object."""
     try:
         j = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
@@ -398,8 +399,8 @@ def parse_model_json(text: bytes, path: str = "<memory>") \
         _fail("model.json hardware_key", "missing or not a string")
     domain = parse_domain(j.get("dataset"))  # malformed: refused here, with the rest of model.json
     aten_margin = parse_selection(j.get("selection"))  # the same
-    parse_selection_rule(j.get("selection"))           # the same (read again by load_model_dir)
-    return a, spec, domain, aten_margin, j
+    aten_rule = parse_selection_rule(j.get("selection"))  # the same
+    return a, spec, domain, aten_margin, aten_rule, j
 
 
 def parse_weights(data: bytes, arch: Architecture) -> dict[str, tuple[tuple[int, ...], bytes]]:
@@ -513,7 +514,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
         text = f.read()
     with open(wm, "rb") as f:
         data = f.read()
-    arch, spec, domain, aten_margin, j = parse_model_json(text, mj)
+    arch, spec, domain, aten_margin, aten_rule, j = parse_model_json(text, mj)
     tensors = parse_weights(data, arch)
     h = hashlib.sha256()
     h.update(len(text).to_bytes(8, "little") + text)
@@ -521,8 +522,7 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=domain, aten_margin=aten_margin,
-                     aten_rule=parse_selection_rule(j.get("selection")))
+                     domain=domain, aten_margin=aten_margin, aten_rule=aten_rule)
     return info, tensors
 
 
