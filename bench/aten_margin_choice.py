@@ -54,11 +54,16 @@ def case_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", default="", help="write the tables and the choice here")
 
 
-def check_case_arguments(a: argparse.Namespace) -> None:
+def check_bound_and_spread(a: argparse.Namespace) -> None:
+    """--bound and --max-spread, as every margin choice takes them (python/release/choose_aten_margin.py too)."""
     if not (math.isfinite(a.bound) and a.bound >= 1.0):
         raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
     if not 0 <= a.max_spread <= 1000:
         raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
+
+
+def check_case_arguments(a: argparse.Namespace) -> None:
+    check_bound_and_spread(a)
     labels = [c[0] for c in a.case]
     if len(set(labels)) != len(labels):
         raise SystemExit("--case labels must differ")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -34,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from aten_margin_choice import choose  # noqa: E402
+from aten_margin_choice import check_bound_and_spread, choose  # noqa: E402
 from predict_aten_margin import MARGINS, RULES, margin_row, read_split_list, replay_rows  # noqa: E402
 from torch_diode.model import MAX_ATEN_MARGIN, load_model_dir  # noqa: E402
 
@@ -93,10 +92,7 @@ def main(argv=None) -> int:
                          "(selection.aten_rule): mean (the ensemble's score, the default) or every_member "
                          "(each member alone; bench/predict_member_agreement.py)")
     a = ap.parse_args(argv)
-    if not (math.isfinite(a.bound) and a.bound >= 1.0):
-        raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
-    if not 0 <= a.max_spread <= 1000:
-        raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
+    check_bound_and_spread(a)
     sel = selection_for(a.model, a.dataset, a.split_list, a.bound, a.max_spread, a.rule)
     if sel is None:
         print(f"choose_aten_margin: no margin of {MARGINS} keeps the worst validation GEMM within "
