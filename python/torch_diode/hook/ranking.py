@@ -522,20 +522,56 @@ class _Features:
 _PRE_DISPATCH_LEN = None   # torch._ops._len_torch_dispatch_stack_pre_dispatch, imported once
 
 
+class _OneIntraOpThread:
+    """ATen's intra-op threads set to one for the model's forwards, restored when the last
+    forward in flight ends (a process-wide count: Inductor may lower in several threads).
+
+    Why: the hook ranks inside torch.compile while Inductor's compile workers keep the cores
+    busy, and an OpenMP region with one thread per core then waits at every op's barrier for
+    threads the OS has descheduled. On an H200 host (16 threads on 16 busy cores) one ranking
+    of 21 configs took 47 ms with 16 threads and 0.7 ms with one (bench/hook_rank_threads.py,
+    2026-11-28), ~50 ms per GEMM of predict mode's compile. The hook's batches (20 to ~1,400
+    rows through a 256-wide MLP) gain little from more threads on an idle machine. Setting
+    the count costs ~4 us each way."""
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved = 1
+
+    def __enter__(self):
+        cls = _OneIntraOpThread
+        with cls._lock:
+            if cls._depth == 0:
+                cls._saved = torch.get_num_threads()
+                if cls._saved != 1:
+                    torch.set_num_threads(1)
+            cls._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        cls = _OneIntraOpThread
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._saved != 1:
+                torch.set_num_threads(cls._saved)
+        return False
+
+
 def _real_tensors():
-    """torch.no_grad(), inside _disable_current_modes() when a dispatch mode is active (a
-    no-op otherwise, which costs microseconds per forward on a cache miss to enter)."""
+    """The context of every model forward: one intra-op thread (_OneIntraOpThread),
+    torch.no_grad(), and _disable_current_modes() when a dispatch mode is active (Inductor
+    lowers under FakeTensorMode)."""
     global _PRE_DISPATCH_LEN
     if _PRE_DISPATCH_LEN is None:
         from torch._ops import _len_torch_dispatch_stack_pre_dispatch
         _PRE_DISPATCH_LEN = _len_torch_dispatch_stack_pre_dispatch
+    stack = contextlib.ExitStack()
+    stack.enter_context(_OneIntraOpThread())
     if torch._C._len_torch_dispatch_stack() or _PRE_DISPATCH_LEN():
         from torch.utils._python_dispatch import _disable_current_modes
-        stack = contextlib.ExitStack()
         stack.enter_context(_disable_current_modes())
-        stack.enter_context(torch.no_grad())
-        return stack
-    return torch.no_grad()
+    stack.enter_context(torch.no_grad())
+    return stack
 
 
 class _ForwardScope:
@@ -900,8 +936,7 @@ class ReferenceRanker:
         t1 = time.perf_counter()
         module = (self.model.module if member == 0 else
                   self.model.prefilter if member == self._pf else self.model.run_others)
-        from torch.utils._python_dispatch import _disable_current_modes
-        with _disable_current_modes(), torch.no_grad():
+        with _real_tensors():   # the fast path's context (one thread): the same bits
             out = module(x)
         if not bool(torch.isfinite(out).all()):
             raise FloatingPointError("model produced a non-finite prediction")
