@@ -69,6 +69,8 @@ Information rows after them (never PASS/FAIL): the GEMM ratios over the GEMMs DE
 (@autotuned), and oracle_gpu_vs_default@info, geomean over the GEMMs of min(best, DEFAULT GPU) /
 DEFAULT GPU: the lowest predict_gpu_vs_default any selector could reach on these workloads.
 
+  --profile                     cProfile each cold compile: results.json rows get compile_profile
+                                (top functions); bench/compile_profile_diff.py compares two modes
   --rank-timing [--model DIR]   CPU: time for the hook to rank ~1,400 configs, then exit
   --check-dataset DIR           list workloads whose GEMM problems appear in a dataset (training data)
 """
@@ -108,6 +110,7 @@ ALIASES = {"diode": "diode_top5", "predict": "diode_predict", "top5": "diode_top
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 AUTOTUNE_MODE = "max-autotune-no-cudagraphs"  # no CUDA graph: its input-copy kernels are not the GEMM's
 PREDICT_OPTIONS = {"max_autotune_gemm": True}  # predict mode as docs/hook.md recommends it
+PROFILE_TOP = 120  # functions kept per ordering by --profile
 PREDICT_CD_OPTIONS = dict(PREDICT_OPTIONS, coordinate_descent_tuning=True)  # + M = 1 GEMMs as reductions
 PREDICT_MODES = ("diode_predict", "diode_predict_cd")  # torch_diode mode=predict: nothing benchmarked
 LOCK_ENV = "DIODE_E2E_LOCK"  # lock file held by a worker from compile to the end of its measurement
@@ -585,16 +588,11 @@ def worker(a) -> dict:
     elif a.mode != "plain":
         compile_kwargs["mode"] = AUTOTUNE_MODE
         config.max_autotune_gemm_search_space = "EXHAUSTIVE" if a.mode == "exhaustive" else "DEFAULT"
-    if a.mode.startswith("diode"):
-        import torch_diode
-        opts = {"mode": "predict"} if a.mode in PREDICT_MODES else {
-            "mode": "topk", "top_k": a.top_k, "threshold": a.threshold,
-            "search_space": "exhaustive" if a.mode == "diode_exhaustive" else "default"}
-        res["diode_options"] = opts
-        if not torch_diode.install(a.model, **opts):
-            raise RuntimeError(f"torch_diode did not load {a.model}: {torch_diode.get_prediction_stats()}")
     autotunes = []
     saver_ctx = None
+    # The feedback saver first, in every mode: it imports Inductor's lowering stack (~0.8 s on
+    # the CPU VM), which every mode then has before its compile clock, and install_s below is
+    # torch_diode's own start (model load, verification, hook), not that shared import.
     try:  # the GEMMs Inductor autotuned (benchmarked), and what won there
         from torch_diode import inductor_compat
 
@@ -605,6 +603,16 @@ def worker(a) -> dict:
     except Exception as e:
         res["feedback_saver_error"] = repr(e)
         saver_ctx = None
+    if a.mode.startswith("diode"):
+        import torch_diode
+        opts = {"mode": "predict"} if a.mode in PREDICT_MODES else {
+            "mode": "topk", "top_k": a.top_k, "threshold": a.threshold,
+            "search_space": "exhaustive" if a.mode == "diode_exhaustive" else "default"}
+        res["diode_options"] = opts
+        t_install = time.perf_counter()
+        if not torch_diode.install(a.model, **opts):
+            raise RuntimeError(f"torch_diode did not load {a.model}: {torch_diode.get_prediction_stats()}")
+        res["install_s"] = time.perf_counter() - t_install  # once per process, before the compile clock
     torch._dynamo.reset()
     compiled = torch.compile(fn, **compile_kwargs)
     res["ready_s"] = time.perf_counter() - T0  # start-up: python, torch, CUDA, inputs
@@ -612,10 +620,13 @@ def worker(a) -> dict:
     res["lock_wait_s"] = time.perf_counter() - T0 - res["ready_s"]
     with lock, torch.no_grad():
         sync()
+        prof = _compile_profiler(a.profile)
         t0 = time.perf_counter()
         out = compiled(*args)
         sync()
         res["compile_s"] = time.perf_counter() - t0
+        if prof is not None:
+            res["compile_profile"] = profile_summary(prof)
         if saver_ctx is not None:
             saver_ctx.__exit__(None, None, None)
         ref = fn(*args)
@@ -641,6 +652,33 @@ def worker(a) -> dict:
 
 
 # ====================================================================== driver
+
+def _compile_profiler(enabled: bool):
+    """A running cProfile.Profile when --profile is on (the cold compile only), else None.
+    cProfile slows Python ~1.5-2x, so a profiled run's compile_s is not comparable with an
+    unprofiled one; its use is where the time goes, mode against mode."""
+    if not enabled:
+        return None
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def profile_summary(prof, top: int = PROFILE_TOP) -> dict:
+    """The profile's top functions by cumulative and by own time, as JSON rows
+    [file:line(function), calls, own s, cumulative s] (results.json carries them: the
+    device returns few files)."""
+    import pstats
+    prof.disable()
+    st = pstats.Stats(prof)
+    rows = []
+    for (file, line, fn), (cc, nc, tt, ct, _) in st.stats.items():
+        rows.append([f"{file}:{line}({fn})", nc, round(tt, 4), round(ct, 4)])
+    by_cum = sorted(rows, key=lambda r: -r[3])[:top]
+    by_own = sorted(rows, key=lambda r: -r[2])[:top]
+    return {"total_s": round(st.total_tt, 4), "cumulative": by_cum, "own": by_own}
+
 
 def _env(tmp: str) -> dict:
     env = dict(os.environ)
@@ -675,6 +713,7 @@ def run_one(a, mode: str, workload: str, timeout: float) -> dict:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--workload", workload,
                "--reps", str(a.reps), "--top-k", str(a.top_k), "--threshold", str(a.threshold), "--result", out]
         cmd += ["--warm"] * a.warm + ["--eager-all"] * a.eager_all + ["--smoke-cpu"] * a.smoke_cpu
+        cmd += ["--profile"] * a.profile
         if a.dtype:
             cmd += ["--dtype", a.dtype]
         if a.model:
@@ -1153,6 +1192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1,
                     help="workers at a time (start-up and teardown overlap; compile + measure hold one lock)")
     ap.add_argument("--warm", action="store_true", help="also measure GPU time with a warm L2")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile each cold compile; results.json rows get compile_profile (top functions "
+                         "by cumulative and own time; profiled compile times run ~1.5-2x slow)")
     ap.add_argument("--eager-all", action="store_true",
                     help="time eager cuBLAS in every mode's worker (default: plain and default only)")
     ap.add_argument("--top-k", type=int, default=5)
