@@ -528,9 +528,9 @@ class _OneIntraOpThread:
 
     Why: the hook ranks inside torch.compile while Inductor's compile workers keep the cores
     busy, and an OpenMP region with one thread per core then waits at every op's barrier for
-    threads the OS has descheduled. On an H200 host (16 threads on 16 busy cores) one ranking
-    of 21 configs took 47 ms with 16 threads and 0.7 ms with one (bench/hook_rank_threads.py,
-    2026-11-28), ~50 ms per GEMM of predict mode's compile. The hook's batches (20 to ~1,400
+    threads the OS has descheduled. On an H200 host (16 threads on 16 busy cores) a ranking of
+    Inductor's DEFAULT mm list took 48 ms with 16 threads and 1.1 ms with one (median,
+    bench/hook_rank_threads.py --load 16, 2026-11-28): ~50 ms per GEMM of predict mode's compile. The hook's batches (20 to ~1,400
     rows through a 256-wide MLP) gain little from more threads on an idle machine. Setting
     the count costs ~4 us each way."""
 
