@@ -14,7 +14,9 @@ both static-shape kernels or both not) and prints, over the shared problems:
     and worst: what a perfect model of machine A's labels loses on machine B;
   * ATen decision: the share of problems where both agree on whether cuBLAS is fastest.
 
-    python3 bench/collector_reproducibility.py A1 B1 [A2 B2 ...] [--json OUT]
+    python3 bench/collector_reproducibility.py A1 B1 [A2 B2 ...] [--split-k K] [--json OUT]
+
+--split-k K also prints the figures of the problems with K <= K and of the others apart.
 """
 from __future__ import annotations
 
@@ -78,9 +80,19 @@ def summarize(rows: list[dict]) -> dict:
             "regret_ba_max": max(ba), "aten_agrees": sum(r["aten_agrees"] for r in rows) / len(rows)}
 
 
+def report(s: dict) -> None:
+    print(f"{s['problems']} problems, {s['configs']} configs timed on both machines")
+    print(f"machine offset B/A per problem: geomean {s['offset_geomean']:.4f} ({s['offset_min']:.4f}-{s['offset_max']:.4f})")
+    print(f"config noise after the offset: median {s['noise_median_pct']:.2f}%, p90 {s['noise_p90_pct']:.2f}%")
+    print(f"same fastest config: {100 * s['same_best']:.1f}% of problems; ATen-fastest agrees: {100 * s['aten_agrees']:.1f}%")
+    print(f"cross regret (B's time of A's best / B's best): geomean {s['regret_ab_geomean']:.4f}, worst {s['regret_ab_max']:.4f}")
+    print(f"cross regret (A's time of B's best / A's best): geomean {s['regret_ba_geomean']:.4f}, worst {s['regret_ba_max']:.4f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("shards", nargs="+", help="pairs: A1 B1 A2 B2 ...")
+    ap.add_argument("--split-k", type=int, default=0, help="also the problems with K <= this and the others apart")
     ap.add_argument("--json", help="write the summary here too")
     a = ap.parse_args(argv)
     if len(a.shards) % 2:
@@ -92,17 +104,21 @@ def main(argv=None) -> int:
             if p in tb:
                 r = compare_problem(ta[p], tb[p])
                 if r is not None:
-                    rows.append(r)
+                    rows.append((p, r))
     if not rows:
         print("error: the pairs share no problem with two or more matching configs", file=sys.stderr)
         return 2
-    s = summarize(rows)
-    print(f"{s['problems']} problems, {s['configs']} configs timed on both machines")
-    print(f"machine offset B/A per problem: geomean {s['offset_geomean']:.4f} ({s['offset_min']:.4f}-{s['offset_max']:.4f})")
-    print(f"config noise after the offset: median {s['noise_median_pct']:.2f}%, p90 {s['noise_p90_pct']:.2f}%")
-    print(f"same fastest config: {100 * s['same_best']:.1f}% of problems; ATen-fastest agrees: {100 * s['aten_agrees']:.1f}%")
-    print(f"cross regret (B's time of A's best / B's best): geomean {s['regret_ab_geomean']:.4f}, worst {s['regret_ab_max']:.4f}")
-    print(f"cross regret (A's time of B's best / A's best): geomean {s['regret_ba_geomean']:.4f}, worst {s['regret_ba_max']:.4f}")
+    s = summarize([r for _, r in rows])
+    report(s)
+    if a.split_k:
+        for label, part in ((f"K <= {a.split_k}", [r for p, r in rows if p.k <= a.split_k]),
+                            (f"K > {a.split_k}", [r for p, r in rows if p.k > a.split_k])):
+            print(f"\n{label}:")
+            if part:
+                s[label] = summarize(part)
+                report(s[label])
+            else:
+                print("no problem")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(s, f, indent=1)

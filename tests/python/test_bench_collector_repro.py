@@ -56,6 +56,12 @@ def test_known_pairs(tmp_path, capsys):
     assert s["offset_max"] == pytest.approx(1.1)                    # P1's offset
     assert s["offset_min"] == pytest.approx(1.0)                    # P0's median ratio (1.1, 10/11, 1.0)
     assert "2 problems, 5 configs timed on both machines" in capsys.readouterr().out
+    # --split-k: P1 (K = 64) and P0 (K = 512) apart
+    assert cr.main([a, b, "--split-k", "100", "--json", str(out)]) == 0
+    s = json.loads(out.read_text())
+    assert s["K <= 100"]["problems"] == 1 and s["K <= 100"]["regret_ab_max"] == pytest.approx(1.0)
+    assert s["K > 100"]["problems"] == 1 and s["K > 100"]["regret_ab_max"] == pytest.approx(1.1)
+    assert s["problems"] == 2
 
 
 def test_pairs_without_shared_problems_are_an_error(tmp_path):
