@@ -16,6 +16,7 @@ model trained on the copy is scored on the same problems. Each shard is re-seale
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -43,8 +44,8 @@ def without(shard: wire.Shard, drop: set) -> wire.Shard | None:
         return None
     new_index = {old: new for new, old in enumerate(keep)}
     shard.problems = [shard.problems[i] for i in keep]
-    shard.records = [wire.ShardRecord(new_index[r.problem_index], r.config, r.median_us, r.spread_us, r.repeats,
-                                      r.status, r.flags) for r in shard.records if r.problem_index in new_index]
+    shard.records = [dataclasses.replace(r, problem_index=new_index[r.problem_index])
+                     for r in shard.records if r.problem_index in new_index]
     if shard.problem_wall_s:
         shard.problem_wall_s = tuple(shard.problem_wall_s[i] for i in keep)
     return wire.seal(shard)

@@ -1045,6 +1045,16 @@ def table_md(results: list[dict], workloads: list[str], modes: list[str], meta: 
 
 # ---------------------------------------------------------------- other entry points
 
+class MmKtc:
+    """What the hook reads from an Inductor KernelTemplateChoice of triton::mm (CPU stand-in,
+    for the ranking-time scripts): the template uid, the params' kwargs, ALLOW_TF32 off."""
+
+    def __init__(self, kw: dict):
+        self.template = types.SimpleNamespace(uid="triton::mm")
+        self.params = types.SimpleNamespace(to_kwargs=lambda: dict(kw))
+        self.extra_kwargs = {"ALLOW_TF32": False}
+
+
 def rank_timing(a) -> dict:
     """CPU: time for the hook to rank Inductor's EXHAUSTIVE triton::mm list for one problem."""
     sys.path.insert(0, PYTHON_DIR)
@@ -1065,13 +1075,7 @@ def rank_timing(a) -> dict:
     p = Problem(op="mm", m=1024, n=4096, k=2048, dtype_a="bfloat16", dtype_b="bfloat16", dtype_out="bfloat16")
     raw = mm_configs(p.m, p.n, p.k, 2, "EXHAUSTIVE")
 
-    class _KTC:  # what the handler reads from an Inductor KernelTemplateChoice
-        def __init__(self, kw):
-            self.template = types.SimpleNamespace(uid="triton::mm")
-            self.params = types.SimpleNamespace(to_kwargs=lambda: dict(kw))
-            self.extra_kwargs = {"ALLOW_TF32": False}
-
-    ktcs = [_KTC(c) for c in raw]
+    ktcs = [MmKtc(c) for c in raw]
     rows = []
     for _ in range(a.reps):
         r = Ranker(model)

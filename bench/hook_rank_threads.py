@@ -14,37 +14,22 @@ milliseconds per ranking and their ratio.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+
+from hook_end_to_end import MmKtc, shipped_model_dir  # noqa: E402  (one definition each)
 
 PROBLEMS = [(4096, 4096, 8192), (2048, 4096, 4096), (16, 14336, 4096), (8, 4096, 4096),
             (4096, 1024, 4096), (512, 512, 512), (1024, 3072, 768)]
-
-
-def newest_bundle(hardware_key: str) -> str:
-    """The package's newest shipped bundle directory for the hardware."""
-    dirs = glob.glob(os.path.join(REPO, "python", "torch_diode", "bundles", hardware_key, "*"))
-    dirs = [d for d in dirs if os.path.basename(d).isdigit()]
-    if not dirs:
-        raise SystemExit(f"no shipped bundle for {hardware_key}")
-    return max(dirs, key=lambda d: int(os.path.basename(d)))
-
-
-class _Ktc:  # what the hook reads from an Inductor KernelTemplateChoice
-    def __init__(self, kw):
-        self.template = types.SimpleNamespace(uid="triton::mm")
-        self.params = types.SimpleNamespace(to_kwargs=lambda: dict(kw))
-        self.extra_kwargs = {"ALLOW_TF32": False}
 
 
 def rank_times(model, cases, reps: int, one_thread: bool) -> list[float]:
@@ -89,11 +74,14 @@ def main(argv=None) -> int:
     from torch_diode.wire import Problem
     if a.threads:
         torch.set_num_threads(a.threads)
-    model = load_model_dir(a.model or newest_bundle("nvidia-h200-144gb"))
+    model_dir = a.model or shipped_model_dir("nvidia-h200-144gb")
+    if not model_dir:
+        ap.error("no shipped nvidia-h200-144gb bundle: give --model")
+    model = load_model_dir(model_dir)
     cases = []
     for m, n, k in PROBLEMS:
         p = Problem(op="mm", m=m, n=n, k=k, dtype_a="float16", dtype_b="float16", dtype_out="float16")
-        cases.append((p, [extract.config_from_ktc(_Ktc(c)) for c in mm_configs(m, n, k, 2, "DEFAULT")]))
+        cases.append((p, [extract.config_from_ktc(MmKtc(c)) for c in mm_configs(m, n, k, 2, "DEFAULT")]))
     procs = busy(a.load)
     try:
         time.sleep(0.5 if procs else 0)

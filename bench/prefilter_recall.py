@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from predict_aten_margin import problems_of, read_split_list  # noqa: E402  (validate's grouping)
 from stats import geomean, median, p90  # noqa: E402  (one definition for every bench script)
+from top1_variants import candidate_times  # noqa: E402  (validate's times of one problem)
 
 
 def picks(scores, idx: list[int]) -> list[int]:
@@ -47,9 +48,7 @@ def evaluate(model, prefilter, problems: list, keeps: list[int]) -> dict:
     for k in keeps:
         rows[f"keep {k}"] = {"top1": [], "top5": [], "same_pick": 0}
     for p, rs in problems:
-        ok = [r.median_us for r in rs if r.status == "ok" and r.median_us > 0]
-        best, slowest = min(ok), max(ok)
-        times = [r.median_us if r.status == "ok" and r.median_us > 0 else slowest for r in rs]
+        times, best, _ = candidate_times(rs)   # problems_of: every problem has its ATen record
         configs = [r.config for r in rs]
         aten = [i for i, c in enumerate(configs) if is_aten_template(c.template)]
         everything = list(range(len(rs)))

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from predict_aten_margin import problems_of, read_split_list  # noqa: E402  (validate's grouping, one definition)
 from stats import geomean  # noqa: E402
-from top1_variants import regrets  # noqa: E402  (validate's top-1 of one problem)
+from top1_variants import candidate_times, regrets  # noqa: E402  (validate's top-1 of one problem)
 
 BOUNDS = {"m": (1, 16, 256, 2048), "n": (64, 512, 4096), "k": (64, 512, 4096)}
 
@@ -62,10 +62,7 @@ def evaluate(model, problems) -> list[tuple[dict, float]]:
     rk = Ranker(model)
     rows = []
     for p, rs in problems:
-        ok = [r.median_us for r in rs if r.status == "ok" and r.median_us > 0]
-        best, slowest = min(ok), max(ok)
-        times = [r.median_us if r.status == "ok" and r.median_us > 0 else slowest for r in rs]
-        aten = next(i for i, r in enumerate(rs) if r.config.template == "aten")
+        times, best, aten = candidate_times(rs)
         s = np.asarray(rk.rank(p, [r.config for r in rs], Options()).scores, dtype=np.float64)
         rows.append((groups_of(p, times[aten] == best), regrets(s, times, best, aten, [0.0])[0.0]))
     return rows

@@ -46,6 +46,15 @@ def regrets(scores, times: list[float], best: float, aten: int, margins: list[fl
     return out
 
 
+def candidate_times(rs: list) -> tuple[list[float], float, int]:
+    """(each candidate's time, the best ok time, ATen's index) of one problem's records as
+    validate counts them: a failed candidate costs the problem's slowest ok time."""
+    ok = [r.median_us for r in rs if r.status == "ok" and r.median_us > 0]
+    best, slowest = min(ok), max(ok)
+    times = [r.median_us if r.status == "ok" and r.median_us > 0 else slowest for r in rs]
+    return times, best, next(i for i, r in enumerate(rs) if r.config.template == "aten")
+
+
 def evaluate(models: list, problems: list, margins: list[float]) -> dict:
     """{label: {"top1@m": (geomean, p90), "top5": (geomean, p90)}} for every model and the ensemble."""
     import numpy as np
@@ -54,10 +63,7 @@ def evaluate(models: list, problems: list, margins: list[float]) -> dict:
     per: dict = {label: [] for label, _ in rankers}
     per["ensemble (mean log time)"] = []
     for p, rs in problems:
-        ok = [r.median_us for r in rs if r.status == "ok" and r.median_us > 0]
-        best, slowest = min(ok), max(ok)
-        times = [r.median_us if r.status == "ok" and r.median_us > 0 else slowest for r in rs]
-        aten = next(i for i, r in enumerate(rs) if r.config.template == "aten")
+        times, best, aten = candidate_times(rs)
         configs = [r.config for r in rs]
         all_scores = []
         for label, rk in rankers:
