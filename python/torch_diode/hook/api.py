@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from ..model import LoadedModel, ModelFormatError, load_model_dir
-from . import compat, contribute, detect, gemv, sources
+from . import compat, contribute, detect, gemv, sources, zero_config
 from .choices import ChoicesFactory, DiodeChoicesMixin, HookState, options_dict
 from .ranking import Options, Ranker
 from .stats import CallRecord, Stats
@@ -432,8 +432,19 @@ def _activate(state: HookState, force: bool = False) -> None:
     # process; the wrapper passes through whenever the hook is not installed in predict mode).
     if state.gemv_table_in_use is not None and not gemv.install_decomposition():
         log.info("torch_diode: this torch has no aten.mm decomposition to wrap; no GEMV reductions")
-    log.info("torch_diode: installed (%s) model=%s", _install.mode,
-             state.model_path or f"none ({state.no_model_reason})")
+    # Zero configuration: plain torch.compile's GEMM lowerings engage the model (predict mode
+    # with a model; the wrapper decides per lowering, hook/zero_config.py).
+    zc = (state.ranker is not None and state.options.mode == "predict" and state.options.zero_config
+          and zero_config.install_lowerings(active_state))
+    m = state.ranker.model if state.ranker else None
+    if m is not None:
+        log.info("torch_diode: installed: model %s version %s (%s, %s), mode %s, %s", m.info.hardware_key,
+                 m.bundle_version if m.bundle_version is not None else "-", m.source or "explicit",
+                 m.info.model_id[:16], state.options.mode,
+                 "plain torch.compile engaged (zero configuration)" if zc
+                 else "engaged under max-autotune only")
+    else:
+        log.info("torch_diode: installed (%s) without a model (%s)", _install.mode, state.no_model_reason)
 
 
 def uninstall() -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 from .. import __version__
 from .. import inductor_compat as ic
 from ..wire import OPS
-from . import compat, contribute, extract, gemv
+from . import compat, contribute, extract, gemv, zero_config
 from .ranking import DEFAULT_ATEN_MARGIN, Options, Ranker, config_key
 from .stats import CallRecord, Stats
 
@@ -100,6 +100,15 @@ class HookState:
         return (f"torch_diode:{__version__}:{self.model_id[:32]}:{self.options.key()}"
                 f":{table.digest if table else 'nogemv'}")
 
+    def warn_unused(self, reason: str, detail: str) -> None:
+        """One WARNING per reason that a GEMM the compile lowers gets nothing from the hook."""
+        if reason not in self._warned:
+            self._warned.add(reason)
+            log.warning("torch_diode: a GEMM of this compile gets nothing from the hook (%s): %s; "
+                        "get_prediction_stats() counts every such GEMM", reason, detail)
+        else:
+            log.debug("torch_diode: unused (%s): %s", reason, detail)
+
     def warn_once(self, reason: str, detail: str) -> None:
         if reason not in self._warned:
             self._warned.add(reason)
@@ -130,21 +139,36 @@ class DiodeChoicesMixin:
             state.warn_once("signature", repr(e))
             return base(self, *args, **kwargs)
 
-        if op_name not in OPS:
-            state.stats.record(CallRecord(op=op_name, outcome="passthrough:unsupported_op"))
-            return base(self, *args, **kwargs)
-        if state.ranker is None:
-            state.stats.record(CallRecord(op=op_name, outcome=f"fallback:{state.no_model_reason}"))
-            return base(self, *args, **kwargs)
+        lowering = zero_config.current()  # a GEMM lowering the hook engaged under plain compile
+        if lowering is None:
+            if op_name not in OPS:
+                state.stats.record(CallRecord(op=op_name, outcome="passthrough:unsupported_op"))
+                return base(self, *args, **kwargs)
+            if state.ranker is None:
+                state.stats.record(CallRecord(op=op_name, outcome=f"fallback:{state.no_model_reason}"))
+                state.warn_unused(state.no_model_reason, f"{op_name}: no model for this GPU")
+                return base(self, *args, **kwargs)
 
         # From here the generators are consumed, so every path calls `base` with lists.
         lists = {uid: list(gen) for uid, gen in template_choices.items()}
 
         def call_base(choice_lists: dict) -> Any:
+            if lowering is not None:
+                # zero configuration: one choice for the whole lowering, never a benchmark
+                if lowering.chosen:
+                    choice_lists = _nothing(choice_lists)
+                elif not _one_decided(choice_lists):
+                    choice_lists = _plain(choice_lists)
+                lowering.chosen = lowering.chosen or any(choice_lists.values())
             b = dict(bound)
             b.pop("self", None)
             b["template_choices"] = {uid: iter(v) for uid, v in choice_lists.items()}
             return base(self, **b)
+
+        if lowering is not None and (lowering.chosen or op_name not in OPS):
+            # a later finalize call of a lowering that already has its choice, or an op the
+            # model does not know: what plain compile has (ATen alone, or nothing more)
+            return call_base(lists)
 
         rec = CallRecord(op=op_name, outcome="model", templates=list(lists))
         t0 = time.perf_counter()
@@ -156,6 +180,10 @@ class DiodeChoicesMixin:
             rankable = [k for v in candidates.values() for k in v if extract.is_rankable(k)]
             rec.other_choices = sum(1 for v in candidates.values() for k in v if not extract.is_rankable(k))
             if not rankable:
+                device = getattr(kernel_inputs, "device_type", None)
+                if device not in (None, "cuda"):
+                    state.warn_unused(f"device_{device}", f"{op_name} on {device}: the model chooses CUDA GPU "
+                                      "kernels only")
                 own = _own_aten(candidates)
                 if state.options.mode == "predict" and own and rec.other_choices > 1:
                     # nothing the model scores but ATen and unscored alternatives: predict mode
@@ -164,6 +192,11 @@ class DiodeChoicesMixin:
                     return _aten_alone(state, rec, candidates, own, call_base)
                 rec.outcome = "passthrough:no_triton_configs"
                 state.stats.record(rec)
+                if (lowering is None and device in (None, "cuda") and state.options.mode == "predict"
+                        and not state.options.zero_config):
+                    state.warn_unused("zero_config_off", f"{op_name}: Inductor offered no Triton configs (GEMM "
+                                      f"autotuning is off and so is zero configuration: "
+                                      f"{zero_config.ENV_ZERO_CONFIG}=0 or set_options(zero_config=False))")
                 return call_base(lists)
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
@@ -388,6 +421,26 @@ def _cublas_choice(candidates: dict, own: Any) -> Any:
     return next((k for v in candidates.values() for k in v if compat.ktc_uid(k) == BIAS_ADDMM), own)
 
 
+def _plain(candidates: dict) -> dict:
+    """What plain torch.compile hands Inductor for this call: the op's ATen kernel alone (the
+    cuBLAS choice predict mode uses, `_cublas_choice`), or nothing where the call has none
+    (Triton, decompose_k, subgraph templates: plain compile never offers them)."""
+    own = _own_aten(candidates)
+    return _only(candidates, _cublas_choice(candidates, own[0])) if own else _nothing(candidates)
+
+
+def _one_decided(candidates: dict) -> bool:
+    """Exactly one choice, and one the hook decides between: a Triton config or cuBLAS (the
+    op's ATen kernel, or aten::bias_addmm)."""
+    items = [k for v in candidates.values() for k in v]
+    return len(items) == 1 and (extract.is_rankable(items[0]) or extract.is_own_aten(items[0])
+                                or compat.ktc_uid(items[0]) == BIAS_ADDMM)
+
+
+def _nothing(candidates: dict) -> dict:
+    return {uid: [] for uid in candidates}
+
+
 def _only(candidates: dict, *keep) -> dict:
     """The candidate lists with only `keep` (by identity, each once), in Inductor's order."""
     ids = {id(k) for k in keep}
@@ -473,7 +526,7 @@ def options_dict(o: Options) -> dict:
     return {"top_k": o.top_k, "threshold": o.threshold, "max_kept": o.max_kept,
             "search_space": o.search_space, "prune_shared_mem": o.prune_shared_mem, "fallback": o.fallback,
             "mode": o.mode, "aten_margin": o.aten_margin, "aten_rule": o.aten_rule, "aten_shortcut": o.aten_shortcut,
-            "gemv_reduction": o.gemv_reduction}
+            "gemv_reduction": o.gemv_reduction, "zero_config": o.zero_config}
 
 
 def _rebuild_factory(model_path: str | None, options: dict, uuid: str) -> ChoicesFactory:

@@ -43,6 +43,7 @@ import torch
 from ..features import _DTYPE_BYTES, raw_features
 from ..model import SELECTION_RULES, LoadedModel, cascade_scores, is_aten_template, lowest_mask, prefilter_scores
 from ..wire import KernelConfig, Problem
+from .zero_config import env_enabled as env_zero_config
 
 DEFAULT_TOP_K = 5
 DEFAULT_THRESHOLD = 0.05   # keep configs predicted within 5% of the best time
@@ -126,6 +127,10 @@ class Options:
     # predict mode: an M = 1 / N = 1 mm becomes Inductor's reduction with the launch config of
     # this hardware's measured table, where that table says it beats cuBLAS (hook/gemv.py)
     gemv_reduction: bool = True
+    # predict mode under plain torch.compile: GEMM template lowering on for each GEMM the
+    # hook chooses, one choice handed over, nothing benchmarked (hook/zero_config.py);
+    # default: TORCH_DIODE_ZERO_CONFIG, on unless set to 0
+    zero_config: bool = field(default_factory=env_zero_config)
 
     def __post_init__(self):
         if not isinstance(self.top_k, int) or self.top_k < 1:
@@ -163,11 +168,13 @@ class Options:
             raise ValueError(f"aten_shortcut must be a bool, got {self.aten_shortcut!r}")
         if not isinstance(self.gemv_reduction, bool):
             raise ValueError(f"gemv_reduction must be a bool, got {self.gemv_reduction!r}")
+        if not isinstance(self.zero_config, bool):
+            raise ValueError(f"zero_config must be a bool, got {self.zero_config!r}")
 
     def key(self) -> str:
         return (f"k{self.top_k}-t{self.threshold!r}-m{self.max_kept}-s{self.search_space}"
                 f"-p{int(self.prune_shared_mem)}-f{self.fallback}-{self.mode}-a{self.aten_margin!r}"
-                f"-c{int(self.aten_shortcut)}-g{int(self.gemv_reduction)}"
+                f"-c{int(self.aten_shortcut)}-g{int(self.gemv_reduction)}-z{int(self.zero_config)}"
                 + (f"-r{self.aten_rule}" if self.aten_rule is not None else ""))
 
 

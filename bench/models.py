@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Model zoo benchmark: what `import torch_diode` does to real models under torch.compile.
+
+Models are built from transformers configs with random weights (no download) and fewer
+layers than the real model (`--layers`, default 2: the GEMM shapes do not depend on depth).
+Every entry runs in every mode, each (model, dtype, mode) in its own Python subprocess with
+empty Inductor and Triton caches (cold compile; caches force-disabled), the shapes of one
+model in the same order in every mode:
+
+  eager      the model itself (measured in the plain subprocess, before its compile)
+  plain      torch.compile(model)
+  default    torch.compile(model, mode="max-autotune-no-cudagraphs"): Inductor's DEFAULT list
+  diode      import torch_diode, then torch.compile(model): zero configuration
+  diode_ma   import torch_diode, then torch.compile(model, mode="max-autotune-no-cudagraphs")
+
+(`-no-cudagraphs`: CUDA graphs change no kernel choice, and every mode is timed the same way.)
+Per entry: GPU time per forward (the profiler's sum of device kernel times over `--reps`
+forwards, the same measure in every mode), cold compile time (the first call), the output
+against eager (relative L2 error, within the dtype's tolerance), and for the torch_diode
+modes the path each GEMM took (the hook's CallRecords: cuBLAS, a Triton config, outside the
+model's sizes, ...) and its GEMV reductions.
+
+Entries: prefill (batch x sequence 1x512, 8x128, 4x2048; BERT's positions end at 512, so
+4x512 there) and decode with a static KV cache as generation runs it compiled (one token,
+batch 1, 8, 32, past 512 of a 1024-slot cache); vision models at batch 1, 8, 32.
+
+    # on the GPU machine, within one 10-minute device call:
+    PYTHONPATH=python python3 bench/models.py run --out $OUT/zoo --dtypes bfloat16 --jobs 4 --budget-s 520
+    # on any machine: the table, the goals and the plot from one or more runs
+    python3 bench/models.py report RUN_DIR [RUN_DIR ...] --out DIR
+    # CPU check of the whole path with tiny configs (the test runs this)
+    python3 bench/models.py run --tiny --device cpu --models gpt2_medium --modes eager,plain,diode --out /tmp/z
+
+GOALS below are issue "Real models"'s, judged by `report`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ("eager", "plain", "default", "diode", "diode_ma")
+AUTOTUNE_MODE = "max-autotune-no-cudagraphs"
+PREFILL = ((1, 512), (8, 128), (4, 2048))
+DECODE_BATCHES = (1, 8, 32)
+DECODE_PAST, DECODE_CACHE = 512, 1024
+VISION_BATCHES = (1, 8, 32)
+# relative L2 error of a compiled output against eager, per dtype
+TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 1e-4}
+
+# Goals of issue "Real models" (ratios to plain / DEFAULT, per entry unless "geomean").
+GOALS = {
+    "diode_compile_vs_plain_max": 1.10,
+    "diode_gpu_vs_plain_max": 1.00,
+    "diode_gpu_vs_plain_geomean_max": 0.97,
+    "diode_decode_b1_gpu_vs_plain_max": 0.90,
+    "diode_ma_compile_vs_default_max": 0.25,
+    "diode_ma_gpu_vs_min_plain_default_max": 1.00,
+}
+# GPU-time ratios within this of a goal are reported as "within noise" too (run-to-run
+# spread of one forward's kernel sum; the decision is still the plain comparison)
+NOISE = 0.01
+
+# name -> (family, config kwargs); the real models' widths, `--layers` of them
+ZOO = {
+    "llama3_8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192,
+                                rope_theta=500000.0)),
+    "mistral_7b": ("mistral", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                   num_key_value_heads=8, vocab_size=32000, max_position_embeddings=8192)),
+    "qwen2_5_1_5b": ("qwen2", dict(hidden_size=1536, intermediate_size=8960, num_attention_heads=12,
+                                   num_key_value_heads=2, vocab_size=151936, max_position_embeddings=8192,
+                                   tie_word_embeddings=True)),
+    "gpt2_medium": ("gpt2", dict(n_embd=1024, n_head=16, vocab_size=50257, n_positions=2048)),
+    "bert_base": ("bert", dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12,
+                               vocab_size=30522, max_position_embeddings=512)),
+    "vit_l16": ("vit", dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
+                            image_size=224, patch_size=16)),
+    "resnet50": ("resnet", dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3],
+                                layer_type="bottleneck")),
+}
+DECODERS = ("llama", "mistral", "qwen2", "gpt2")
+TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            n_embd=64, n_head=4, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], image_size=32,
+            patch_size=8, max_position_embeddings=4096, n_positions=4096)
+
+
+def entries(model: str, tiny: bool = False) -> list[dict]:
+    """The entries of one zoo model, in the order every mode runs them."""
+    family = ZOO[model][0]
+    if family in ("vit", "resnet"):
+        return [{"kind": "vision", "batch": b, "label": f"b{b}"} for b in VISION_BATCHES]
+    out = []
+    for b, s in PREFILL:
+        if family == "bert":
+            s = min(s, 512)
+        if tiny:
+            s = min(s, 64)
+        out.append({"kind": "prefill", "batch": b, "seq": s, "label": f"prefill_{b}x{s}"})
+    if family in DECODERS:
+        out += [{"kind": "decode", "batch": b, "label": f"decode_b{b}"} for b in DECODE_BATCHES]
+    return out
+
+
+# ====================================================================== worker (one subprocess)
+
+def build_model(model: str, layers: int, dtype, device: str, tiny: bool):
+    import torch
+    import transformers as tf
+    family, kw = ZOO[model]
+    kw = dict(kw)
+    if tiny:
+        kw.update({k: v for k, v in TINY.items() if k in kw or k in ("max_position_embeddings", "n_positions")})
+        if family == "resnet":
+            kw["hidden_sizes"], kw["depths"] = TINY["hidden_sizes"], TINY["depths"]
+    layer_key = {"gpt2": "n_layer"}.get(family, "num_hidden_layers")
+    if family != "resnet":
+        kw[layer_key] = layers
+    cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM), "mistral": (tf.MistralConfig, tf.MistralForCausalLM),
+           "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM), "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel),
+           "bert": (tf.BertConfig, tf.BertModel), "vit": (tf.ViTConfig, tf.ViTModel),
+           "resnet": (tf.ResNetConfig, tf.ResNetModel)}[family]
+    cfg = cls[0](**kw)
+    torch.manual_seed(0)
+    with torch.device(device):
+        m = cls[1](cfg)
+    return m.to(dtype).eval(), cfg
+
+
+def static_cache(model, cfg, batch: int, dtype, device: str):
+    """transformers' StaticCache, whichever constructor this version has."""
+    import inspect
+    from transformers import StaticCache
+    params = inspect.signature(StaticCache.__init__).parameters
+    kw = {"config": cfg, "max_cache_len": DECODE_CACHE}
+    for name, value in (("max_batch_size", batch), ("batch_size", batch), ("device", device), ("dtype", dtype)):
+        if name in params:
+            kw[name] = value
+    return StaticCache(**kw)
+
+
+def make_call(model, cfg, model_name: str, entry: dict, dtype, device: str):
+    """(fn, args) of one entry: fn(*args) is one forward, returning one tensor."""
+    import torch
+    family = ZOO[model_name][0]
+    g = torch.Generator(device="cpu").manual_seed(1)
+    if entry["kind"] == "vision":
+        size = cfg.image_size if family == "vit" else 224
+        if family == "resnet" and getattr(cfg, "hidden_sizes", [0])[0] < 64:  # tiny
+            size = 32
+        x = torch.randn(entry["batch"], 3, size, size, generator=g).to(device=device, dtype=dtype)
+        if family == "vit":
+            return (lambda px: model(pixel_values=px).last_hidden_state), (x,)
+        return (lambda px: model(pixel_values=px).pooler_output), (x,)
+    vocab = cfg.vocab_size
+    if entry["kind"] == "prefill":
+        ids = torch.randint(0, vocab, (entry["batch"], entry["seq"]), generator=g).to(device)
+        if family == "bert":
+            return (lambda i: model(input_ids=i).last_hidden_state), (ids,)
+        return (lambda i: model(input_ids=i, use_cache=False).logits), (ids,)
+    # decode: one token at position DECODE_PAST of a static cache, as a compiled generate step runs
+    b = entry["batch"]
+    cache = static_cache(model, cfg, b, dtype, device)
+    ids = torch.randint(0, vocab, (b, 1), generator=g).to(device)
+    pos = torch.tensor([DECODE_PAST], device=device)
+
+    pos_ids = pos.expand(b, 1).contiguous()  # explicit: GPT-2 otherwise counts the cache's filled slots
+
+    def step(i, p, pi):
+        return model(input_ids=i, past_key_values=cache, cache_position=p, position_ids=pi, use_cache=True).logits
+    return step, (ids, pos, pos_ids)
+
+
+def gpu_time_us(fn, args, reps: int, device: str) -> dict:
+    """Device kernel time per forward: the profiler's sum of kernel durations over `reps`
+    forwards (after 3 warm-up forwards), divided by reps. CPU runs (--device cpu): wall time."""
+    import torch
+    for _ in range(3):
+        fn(*args)
+    if device != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn(*args)
+        return {"us": (time.perf_counter() - t0) * 1e6 / reps, "method": "cpu wall"}
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn(*args)
+        torch.cuda.synchronize()
+    total, kernels = 0.0, {}
+    for e in prof.events():
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
+            continue
+        us = e.time_range.elapsed_us()
+        total += us
+        kernels[e.name] = kernels.get(e.name, 0.0) + us
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:6]
+    return {"us": total / reps, "method": "profiler kernel sum",
+            "top_kernels": [[n[:120], round(us / reps, 2)] for n, us in top]}
+
+
+def _lock(path: str | None):
+    """An exclusive file lock (the GPU measurement phase of concurrent workers), or nothing."""
+    import contextlib
+    if not path:
+        return contextlib.nullcontext()
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        with open(path, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+    return held()
+
+
+def gemm_paths(records) -> dict:
+    """Counts of the paths the hook's GEMM decisions took (one CallRecord per finalize call)."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.outcome == "model" or r.predicted:
+            key = r.predicted or "model"
+        else:
+            key = r.outcome
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def worker(a) -> dict:
+    import torch
+    from torch._inductor import config
+    res = {"model": a.model, "dtype": a.dtype, "mode": a.mode, "torch": torch.__version__, "entries": []}
+    try:
+        import triton
+        res["triton"] = triton.__version__
+    except ImportError:
+        res["triton"] = None
+    import transformers
+    res["transformers"] = transformers.__version__
+    device = a.device
+    if device == "cuda":
+        res["gpu"] = torch.cuda.get_device_name()
+    config.force_disable_caches = True
+    dtype = getattr(torch, a.dtype)
+    diode = None
+    if a.mode in ("diode", "diode_ma"):
+        t0 = time.perf_counter()
+        import torch_diode as diode
+        res["install_s"] = time.perf_counter() - t0
+        st = diode.get_prediction_stats()
+        res["diode_model"] = {k: st.get(k) for k in ("installed", "model_hardware_key", "model_version",
+                                                     "model_source", "no_model_reason", "gemv_table")}
+    model, cfg = build_model(a.model, a.layers, dtype, device, a.tiny)
+    for entry in entries(a.model, a.tiny):
+        if a.only and entry["label"] not in a.only:
+            continue
+        row = dict(entry)
+        try:
+            fn, args = make_call(model, cfg, a.model, entry, dtype, device)
+            with torch.no_grad():
+                ref = fn(*args).float()
+                if a.mode == "eager":
+                    with _lock(a.gpu_lock):
+                        row["gpu"] = gpu_time_us(fn, args, a.reps, device)
+                    res["entries"].append(row)
+                    continue
+                torch._dynamo.reset()
+                kw = {"mode": AUTOTUNE_MODE} if a.mode in ("default", "diode_ma") else {}
+                compiled = torch.compile(fn, **kw)
+                sink = []
+                ctx = diode.profile_predictions() if diode else None
+                if ctx is not None:
+                    sink = ctx.__enter__()
+                # max-autotune benchmarks on the GPU while it compiles: alone on it, as timing is
+                hold = _lock(a.gpu_lock if a.mode in ("default", "diode_ma") else None)
+                with hold:
+                    t0 = time.perf_counter()
+                    out = compiled(*args)
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    row["compile_s"] = time.perf_counter() - t0
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+                    row["gemm_paths"] = gemm_paths(sink)
+                    row["gemms"] = [{"op": r.op, "problem": r.problem, "outcome": r.outcome,
+                                     "predicted": r.predicted} for r in sink]
+                err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
+                row["rel_err"] = err
+                row["correct"] = err <= TOLERANCE[a.dtype]
+                with _lock(a.gpu_lock):
+                    row["gpu"] = gpu_time_us(compiled, args, a.reps, device)
+                del compiled, out
+        except Exception as e:  # one entry failing must not lose the others
+            row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        res["entries"].append(row)
+    if diode is not None:
+        st = diode.get_prediction_stats()
+        res["diode_stats"] = {k: st.get(k) for k in ("calls", "passthrough", "predicted", "fallbacks", "gemv")
+                              if k in st}
+    res["status"] = "ok"
+    return res
+
+
+# ====================================================================== driver
+
+def worker_env(tmp: str, mode: str) -> dict:
+    env = dict(os.environ)
+    env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"), TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+               TRITON_CACHE_DIR=os.path.join(tmp, "triton"),
+               PYTHONPATH=str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", ""))
+    env["TORCH_DIODE_AUTO_INSTALL"] = "1" if mode.startswith("diode") else "0"
+    return env
+
+
+def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
+    left = deadline - time.time()
+    if left < 20:
+        return {"model": model, "dtype": dtype, "mode": mode, "status": "skipped_budget"}
+    with tempfile.TemporaryDirectory(prefix="diode_zoo_") as tmp:
+        out = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "worker", "--model", model, "--dtype", dtype, "--mode", mode,
+               "--layers", str(a.layers), "--reps", str(a.reps), "--device", a.device, "--result", out,
+               "--gpu-lock", os.path.join(a.out, ".gpu.lock")]
+        cmd += ["--tiny"] * a.tiny + (["--only", ",".join(a.only)] if a.only else [])
+        t0 = time.time()
+        try:
+            p = subprocess.run(cmd, env=worker_env(tmp, mode), capture_output=True, text=True, timeout=left)
+            rc, err = p.returncode, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, err = None, (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        wall = time.time() - t0
+        if rc == 0 and os.path.exists(out):
+            res = json.loads(Path(out).read_text())
+        else:
+            res = {"model": model, "dtype": dtype, "mode": mode,
+                   "status": "timeout" if rc is None else f"failed rc={rc}", "stderr_tail": err[-2000:]}
+        res["wall_s"] = wall
+        print(f"[{time.strftime('%H:%M:%S')}] {model} {dtype} {mode}: {res['status']} in {wall:.0f}s", flush=True)
+        return res
+
+
+def run(a) -> int:
+    os.makedirs(a.out, exist_ok=True)
+    deadline = time.time() + a.budget_s
+    modes = [m for m in a.modes if m in MODES]
+    # eager is measured in its own subprocess too (no compile), so every process has one job
+    jobs = [(m, d, mode) for m in a.models for d in a.dtypes for mode in modes]
+    # slow modes last: what does not fit the budget is the autotuning, reported as skipped
+    jobs.sort(key=lambda j: (j[2] in ("default", "diode_ma"), a.models.index(j[0])))
+    results = []
+    with ThreadPoolExecutor(a.jobs) as pool:
+        for r in pool.map(lambda j: run_job(a, *j, deadline), jobs):
+            results.append(r)
+            Path(a.out, "results.json").write_text(json.dumps({"results": results}, indent=1))
+    print(f"wrote {a.out}/results.json ({len(results)} jobs)")
+    return 0
+
+
+# ====================================================================== report
+
+def _index(results: list[dict]) -> dict:
+    idx = {}
+    for r in results:
+        for e in r.get("entries", []):
+            if "gpu" in e and "error" not in e:
+                idx[(r["model"], r["dtype"], e["label"], r["mode"])] = (e, r)
+    return idx
+
+
+def _gm(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def report(a) -> int:
+    results = []
+    for d in a.runs:
+        results += json.loads(Path(d, "results.json").read_text())["results"]
+    idx = _index(results)
+    keys = sorted({k[:3] for k in idx}, key=lambda k: (list(ZOO).index(k[0]), k[1], k[2]))
+    rows, fails = [], []
+    lines = ["| model | dtype | entry | eager | plain us | diode / plain GPU | diode / plain compile | "
+             "DEFAULT / plain GPU | diode_ma / min(plain, DEFAULT) GPU | diode_ma / DEFAULT compile | "
+             "diode GEMM paths | goals |", "|" + "---|" * 12]
+
+    def get(k, mode):
+        v = idx.get(k + (mode,))
+        return v[0] if v else None
+
+    gpu_ratios, b1 = [], []
+    for k in keys:
+        e = {m: get(k, m) for m in MODES}
+        p, d, df, dm = e["plain"], e["diode"], e["default"], e["diode_ma"]
+        row = {"model": k[0], "dtype": k[1], "entry": k[2]}
+        notes = []
+        if p and d:
+            row["diode_gpu"] = d["gpu"]["us"] / p["gpu"]["us"]
+            row["diode_compile"] = d["compile_s"] / p["compile_s"]
+            gpu_ratios.append(row["diode_gpu"])
+            if row["diode_gpu"] > GOALS["diode_gpu_vs_plain_max"]:
+                notes.append("GPU>plain" + (" (noise)" if row["diode_gpu"] <= 1 + NOISE else ""))
+            if row["diode_compile"] > GOALS["diode_compile_vs_plain_max"]:
+                notes.append("compile")
+            if k[2] == "decode_b1":
+                b1.append(row["diode_gpu"])
+                if row["diode_gpu"] > GOALS["diode_decode_b1_gpu_vs_plain_max"]:
+                    notes.append("decode_b1")
+        if p and df:
+            row["default_gpu"] = df["gpu"]["us"] / p["gpu"]["us"]
+        if dm and p and df:
+            row["ma_gpu"] = dm["gpu"]["us"] / min(p["gpu"]["us"], df["gpu"]["us"])
+            row["ma_compile"] = dm["compile_s"] / df["compile_s"]
+            if row["ma_gpu"] > GOALS["diode_ma_gpu_vs_min_plain_default_max"]:
+                notes.append("ma GPU")
+            if row["ma_compile"] > GOALS["diode_ma_compile_vs_default_max"]:
+                notes.append("ma compile")
+        for m, v in e.items():
+            if v is not None and v.get("correct") is False:
+                notes.append(f"{m} output off ({v['rel_err']:.2g})")
+        row["notes"] = notes
+        rows.append(row)
+        fails += [f"{k}: {n}" for n in notes]
+        f = (lambda x, fmt="{:.3f}": fmt.format(x) if x is not None else "-")
+        paths = ", ".join(f"{n} {c}" for n, c in sorted((d or {}).get("gemm_paths", {}).items()))
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {f(e['eager']['gpu']['us'] if e['eager'] else None, '{:.0f}')} | "
+                     f"{f(p['gpu']['us'] if p else None, '{:.0f}')} | {f(row.get('diode_gpu'))} | "
+                     f"{f(row.get('diode_compile'))} | {f(row.get('default_gpu'))} | {f(row.get('ma_gpu'))} | "
+                     f"{f(row.get('ma_compile'))} | {paths or '-'} | {'; '.join(notes) or 'pass'} |")
+    gm = _gm(gpu_ratios)
+    summary = {"entries": len(rows), "diode_gpu_vs_plain_geomean": gm,
+               "geomean_goal_met": gm <= GOALS["diode_gpu_vs_plain_geomean_max"] if gpu_ratios else None,
+               "decode_b1": b1, "goals": GOALS, "failures": fails,
+               "runs": sorted({(r.get("gpu"), r.get("torch"), r.get("triton"), r.get("transformers"))
+                               for r in results if r.get("status") == "ok"}, key=str)}
+    lines.append("")
+    lines.append(f"diode / plain GPU time, geomean over {len(gpu_ratios)} entries: {gm:.3f} "
+                 f"(goal <= {GOALS['diode_gpu_vs_plain_geomean_max']})")
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    Path(a.out, "table.md").write_text(text + "\n")
+    Path(a.out, "summary.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    Path(a.out, "speedup_vs_compile.svg").write_text(plot_svg(rows))
+    return 0
+
+
+def plot_svg(rows: list[dict]) -> str:
+    """Speed-up over plain (x: plain GPU time / mode's) against compile time over plain's (y),
+    one point per entry; circles: torch_diode zero configuration, squares: DEFAULT max-autotune."""
+    W, H, L, B = 640, 420, 70, 50
+    pts = []
+    for r in rows:
+        if "diode_gpu" in r:
+            pts.append(("diode", 1 / r["diode_gpu"], r["diode_compile"], f"{r['model']} {r['entry']}"))
+    xs = [p[1] for p in pts] or [1.0]
+    ys = [p[2] for p in pts] or [1.0]
+    x0, x1 = min(0.9, min(xs)), max(1.2, max(xs))
+    y0, y1 = 0.0, max(2.0, max(ys) * 1.1)
+    sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - 20)
+    sy = lambda y: H - B - (y - y0) / (y1 - y0) * (H - B - 20)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<line x1="{L}" y1="{H - B}" x2="{W - 20}" y2="{H - B}" stroke="black"/>',
+           f'<line x1="{L}" y1="{H - B}" x2="{L}" y2="20" stroke="black"/>',
+           f'<line x1="{sx(1)}" y1="{H - B}" x2="{sx(1)}" y2="20" stroke="#999" stroke-dasharray="4 3"/>',
+           f'<line x1="{L}" y1="{sy(1)}" x2="{W - 20}" y2="{sy(1)}" stroke="#999" stroke-dasharray="4 3"/>',
+           f'<text x="{(L + W) / 2}" y="{H - 12}" text-anchor="middle">speed-up over plain torch.compile (GPU time)</text>',
+           f'<text x="16" y="{(H - B) / 2}" transform="rotate(-90 16 {(H - B) / 2})" text-anchor="middle">'
+           'compile time / plain</text>']
+    for t in [x / 20 for x in range(int(x0 * 20), int(x1 * 20) + 1) if x % 2 == 0]:
+        out.append(f'<text x="{sx(t)}" y="{H - B + 16}" text-anchor="middle">{t:.1f}</text>')
+    step = 0.5 if y1 <= 4 else 1.0
+    t = 0.0
+    while t <= y1:
+        out.append(f'<text x="{L - 6}" y="{sy(t) + 4}" text-anchor="end">{t:.1f}</text>')
+        t += step
+    for _, x, y, label in pts:
+        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="#1f77b4" fill-opacity="0.7">'
+                   f'<title>{label}: {x:.3f}x, compile {y:.2f}x</title></circle>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    csv = lambda s: [x for x in s.split(",") if x]
+    r = sub.add_parser("run", help="run the zoo (the driver: one subprocess per model, dtype and mode)")
+    r.add_argument("--out", required=True)
+    r.add_argument("--models", type=csv, default=list(ZOO))
+    r.add_argument("--dtypes", type=csv, default=["bfloat16", "float16"])
+    r.add_argument("--modes", type=csv, default=list(MODES))
+    r.add_argument("--only", type=csv, default=None, help="entry labels to run (e.g. prefill_8x128,decode_b1)")
+    r.add_argument("--layers", type=int, default=2)
+    r.add_argument("--reps", type=int, default=10)
+    r.add_argument("--jobs", type=int, default=4)
+    r.add_argument("--budget-s", type=float, default=520)
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--tiny", action="store_true", help="tiny configs (CPU check of the path)")
+    w = sub.add_parser("worker", help=argparse.SUPPRESS)
+    for n in ("--model", "--dtype", "--mode", "--result", "--device"):
+        w.add_argument(n, required=True)
+    w.add_argument("--layers", type=int, default=2)
+    w.add_argument("--reps", type=int, default=10)
+    w.add_argument("--gpu-lock")
+    w.add_argument("--only", type=csv, default=None)
+    w.add_argument("--tiny", action="store_true")
+    p = sub.add_parser("report", help="the table, goals and plot of one or more run directories")
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        unknown = [m for m in a.models if m not in ZOO]
+        if unknown:
+            ap.error(f"unknown models {unknown}; the zoo: {', '.join(ZOO)}")
+        return run(a)
+    if a.cmd == "worker":
+        res = worker(a)
+        Path(a.result).write_text(json.dumps(res))
+        return 0
+    return report(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
