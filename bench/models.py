@@ -208,22 +208,44 @@ def gpu_time_us(fn, args, reps: int, device: str) -> dict:
             "top_kernels": [[n[:120], round(us / reps, 2)] for n, us in top]}
 
 
-def _lock(path: str | None):
-    """An exclusive file lock (the GPU measurement phase of concurrent workers), or nothing."""
-    import contextlib
-    if not path:
-        return contextlib.nullcontext()
-    import fcntl
+class GpuLock:
+    """The GPU of concurrent workers: the timing of one forward must be the only GPU work
+    (another process's kernels would share the SMs and stretch the timed kernels), while the
+    rest (building the model, eager references, plain compiles and their first forward) may
+    overlap. A reader-writer lock on a file: `shared()` for GPU work that may overlap,
+    `exclusive()` for timing and for max-autotune's compile (its benchmark is a timing too),
+    with writer preference through a turnstile file, so a waiting timing is not starved by
+    compiles that keep overlapping. Without a path (one worker) both are no-ops."""
 
-    @contextlib.contextmanager
-    def held():
-        with open(path, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-    return held()
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def _held(self, mode_name: str):
+        import contextlib
+        import fcntl
+        if not self.path:
+            return contextlib.nullcontext()
+        mode = fcntl.LOCK_EX if mode_name == "ex" else fcntl.LOCK_SH
+
+        @contextlib.contextmanager
+        def held():
+            with open(self.path + ".turnstile", "a+") as t, open(self.path, "a+") as f:
+                fcntl.flock(t, fcntl.LOCK_EX)       # no new reader while a writer waits
+                try:
+                    fcntl.flock(f, mode)
+                finally:
+                    fcntl.flock(t, fcntl.LOCK_UN)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(f, fcntl.LOCK_UN)
+        return held()
+
+    def shared(self):
+        return self._held("sh")
+
+    def exclusive(self):
+        return self._held("ex")
 
 
 def gemm_paths(records) -> dict:
@@ -262,17 +284,21 @@ def worker(a) -> dict:
         st = diode.get_prediction_stats()
         res["diode_model"] = {k: st.get(k) for k in ("installed", "model_hardware_key", "model_version",
                                                      "model_source", "no_model_reason", "gemv_table")}
-    model, cfg = build_model(a.model, a.layers, dtype, device, a.tiny)
+    gpu = GpuLock(a.gpu_lock)
+    with gpu.shared():
+        model, cfg = build_model(a.model, a.layers, dtype, device, a.tiny)
     for entry in entries(a.model, a.tiny):
         if a.only and entry["label"] not in a.only:
             continue
         row = dict(entry)
         try:
-            fn, args = make_call(model, cfg, a.model, entry, dtype, device)
+            with gpu.shared():
+                fn, args = make_call(model, cfg, a.model, entry, dtype, device)
+                with torch.no_grad():
+                    ref = fn(*args).float()
             with torch.no_grad():
-                ref = fn(*args).float()
                 if a.mode == "eager":
-                    with _lock(a.gpu_lock):
+                    with gpu.exclusive():
                         row["gpu"] = gpu_time_us(fn, args, a.reps, device)
                     res["entries"].append(row)
                     continue
@@ -280,11 +306,12 @@ def worker(a) -> dict:
                 kw = {"mode": AUTOTUNE_MODE} if a.mode in ("default", "diode_ma") else {}
                 compiled = torch.compile(fn, **kw)
                 sink = []
+                gemv0 = dict(diode.get_prediction_stats().get("gemv") or {}) if diode else {}
                 ctx = diode.profile_predictions() if diode else None
                 if ctx is not None:
                     sink = ctx.__enter__()
                 # max-autotune benchmarks on the GPU while it compiles: alone on it, as timing is
-                hold = _lock(a.gpu_lock if a.mode in ("default", "diode_ma") else None)
+                hold = gpu.exclusive() if a.mode in ("default", "diode_ma") else gpu.shared()
                 with hold:
                     t0 = time.perf_counter()
                     out = compiled(*args)
@@ -294,12 +321,16 @@ def worker(a) -> dict:
                 if ctx is not None:
                     ctx.__exit__(None, None, None)
                     row["gemm_paths"] = gemm_paths(sink)
+                    gemv1 = diode.get_prediction_stats().get("gemv") or {}
+                    for outcome, n in gemv1.items():  # M = 1 / N = 1 GEMMs the GEMV table made reductions
+                        if n - gemv0.get(outcome, 0):
+                            row["gemm_paths"][f"gemv:{outcome}"] = n - gemv0.get(outcome, 0)
                     row["gemms"] = [{"op": r.op, "problem": r.problem, "outcome": r.outcome,
                                      "predicted": r.predicted} for r in sink]
                 err = float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
                 row["rel_err"] = err
                 row["correct"] = err <= TOLERANCE[a.dtype]
-                with _lock(a.gpu_lock):
+                with gpu.exclusive():
                     row["gpu"] = gpu_time_us(compiled, args, a.reps, device)
                 del compiled, out
         except Exception as e:  # one entry failing must not lose the others
@@ -332,8 +363,9 @@ def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, os.path.abspath(__file__), "worker", "--model", model, "--dtype", dtype, "--mode", mode,
                "--layers", str(a.layers), "--reps", str(a.reps), "--device", a.device, "--result", out,
-               "--gpu-lock", os.path.join(a.out, ".gpu.lock")]
-        cmd += ["--tiny"] * a.tiny + (["--only", ",".join(a.only)] if a.only else [])
+               "--gpu-lock", a.gpu_lock]
+        only = a.autotune_only if mode in ("default", "diode_ma") and a.autotune_only else a.only
+        cmd += ["--tiny"] * a.tiny + (["--only", ",".join(only)] if only else [])
         t0 = time.time()
         try:
             p = subprocess.run(cmd, env=worker_env(tmp, mode), capture_output=True, text=True, timeout=left)
@@ -353,6 +385,7 @@ def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
 
 def run(a) -> int:
     os.makedirs(a.out, exist_ok=True)
+    a.gpu_lock = os.path.join(tempfile.gettempdir(), f"diode_zoo_{os.getpid()}.lock")
     deadline = time.time() + a.budget_s
     modes = [m for m in a.modes if m in MODES]
     # eager is measured in its own subprocess too (no compile), so every process has one job
@@ -502,6 +535,8 @@ def main(argv=None) -> int:
     r.add_argument("--dtypes", type=csv, default=["bfloat16", "float16"])
     r.add_argument("--modes", type=csv, default=list(MODES))
     r.add_argument("--only", type=csv, default=None, help="entry labels to run (e.g. prefill_8x128,decode_b1)")
+    r.add_argument("--autotune-only", type=csv, default=None,
+                   help="entry labels for the max-autotune modes (default, diode_ma) only: they take minutes")
     r.add_argument("--layers", type=int, default=2)
     r.add_argument("--reps", type=int, default=10)
     r.add_argument("--jobs", type=int, default=4)
