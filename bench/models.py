@@ -248,6 +248,15 @@ class GpuLock:
         return self._held("ex")
 
 
+def profile_rows(prof, top: int = 40) -> list:
+    """The cold compile's functions by cumulative time: [file:line(function), calls, own s, cum s]."""
+    import pstats
+    prof.disable()
+    rows = [[f"{f}:{ln}({fn})", nc, round(tt, 4), round(ct, 4)]
+            for (f, ln, fn), (cc, nc, tt, ct, _) in pstats.Stats(prof).stats.items()]
+    return sorted(rows, key=lambda r: -r[3])[:top]
+
+
 def gemm_paths(records) -> dict:
     """Counts of the paths the hook's GEMM decisions took (one CallRecord per finalize call)."""
     out: dict[str, int] = {}
@@ -313,11 +322,18 @@ def worker(a) -> dict:
                 # max-autotune benchmarks on the GPU while it compiles: alone on it, as timing is
                 hold = gpu.exclusive() if a.mode in ("default", "diode_ma") else gpu.shared()
                 with hold:
+                    prof = None
+                    if a.profile:  # slows Python ~1.5x: compare profiled runs with each other only
+                        import cProfile
+                        prof = cProfile.Profile()
+                        prof.enable()
                     t0 = time.perf_counter()
                     out = compiled(*args)
                     if device == "cuda":
                         torch.cuda.synchronize()
                     row["compile_s"] = time.perf_counter() - t0
+                    if prof is not None:
+                        row["compile_profile"] = profile_rows(prof)
                 if ctx is not None:
                     ctx.__exit__(None, None, None)
                     row["gemm_paths"] = gemm_paths(sink)
@@ -365,7 +381,7 @@ def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
                "--layers", str(a.layers), "--reps", str(a.reps), "--device", a.device, "--result", out,
                "--gpu-lock", a.gpu_lock]
         only = a.autotune_only if mode in ("default", "diode_ma") and a.autotune_only else a.only
-        cmd += ["--tiny"] * a.tiny + (["--only", ",".join(only)] if only else [])
+        cmd += ["--tiny"] * a.tiny + ["--profile"] * a.profile + (["--only", ",".join(only)] if only else [])
         t0 = time.time()
         try:
             p = subprocess.run(cmd, env=worker_env(tmp, mode), capture_output=True, text=True, timeout=left)
@@ -385,7 +401,8 @@ def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
 
 def run(a) -> int:
     os.makedirs(a.out, exist_ok=True)
-    a.gpu_lock = os.path.join(tempfile.gettempdir(), f"diode_zoo_{os.getpid()}.lock")
+    # one lock file per machine: concurrent drivers share the GPU too
+    a.gpu_lock = os.path.join(tempfile.gettempdir(), "diode_zoo_gpu.lock")
     deadline = time.time() + a.budget_s
     modes = [m for m in a.modes if m in MODES]
     # eager is measured in its own subprocess too (no compile), so every process has one job
@@ -543,6 +560,7 @@ def main(argv=None) -> int:
     r.add_argument("--budget-s", type=float, default=520)
     r.add_argument("--device", default="cuda")
     r.add_argument("--tiny", action="store_true", help="tiny configs (CPU check of the path)")
+    r.add_argument("--profile", action="store_true", help="cProfile each cold compile (into results.json)")
     w = sub.add_parser("worker", help=argparse.SUPPRESS)
     for n in ("--model", "--dtype", "--mode", "--result", "--device"):
         w.add_argument(n, required=True)
@@ -551,6 +569,7 @@ def main(argv=None) -> int:
     w.add_argument("--gpu-lock")
     w.add_argument("--only", type=csv, default=None)
     w.add_argument("--tiny", action="store_true")
+    w.add_argument("--profile", action="store_true")
     p = sub.add_parser("report", help="the table, goals and plot of one or more run directories")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", required=True)

@@ -267,9 +267,13 @@ def ktc_extra(ktc) -> dict:
     return dict(getattr(ktc, "extra_kwargs", None) or {})
 
 
-def ktc_template_uid(ktc) -> str:
-    t = ktc.template
+def template_uid(t) -> str:
+    """A KernelTemplate's / ExternKernelChoice's uid (its name, else its class name)."""
     return getattr(t, "uid", None) or getattr(t, "name", type(t).__name__)
+
+
+def ktc_template_uid(ktc) -> str:
+    return template_uid(ktc.template)
 
 
 def choice_ktc(choice):

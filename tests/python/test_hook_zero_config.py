@@ -201,3 +201,21 @@ def test_cpu_compile_warns_once_that_the_hook_gave_nothing(model, caplog):
             assert len(msgs) == 1 and "device_cpu" in msgs[0]
         finally:
             torch_diode.uninstall()
+
+
+def test_engaged_lowering_does_not_enumerate_templates_it_would_drop(model, engaged, monkeypatch):
+    from test_hook_ranking import FakeTemplate
+    from torch_diode.hook import compat
+    h, state = predict_handler(model)
+    asked = []
+    monkeypatch.setattr(compat.choices_base(), "get_ktc",
+                        lambda self, inputs, template, op, overrides=None: asked.append(template.uid) or iter(["ktc"]))
+    templates = [FakeTemplate(u) for u in ("aten::mm", "aten::bias_addmm", "triton::mm", "decompose_k",
+                                            "contiguous_mm", "triton::mm_persistent_tma")]
+    with engaged():
+        got = {t.uid: list(h.get_ktc(None, t, "mm")) for t in templates}
+    assert asked == ["aten::mm", "aten::bias_addmm", "triton::mm", "triton::mm_persistent_tma"]
+    assert got["decompose_k"] == [] and got["contiguous_mm"] == [] and got["triton::mm"] == ["ktc"]
+    asked.clear()
+    assert list(h.get_ktc(None, templates[3], "mm")) == ["ktc"]   # not engaged: Inductor's own enumeration
+    assert asked == ["decompose_k"]

@@ -437,6 +437,12 @@ def _one_decided(candidates: dict) -> bool:
                                 or compat.ktc_uid(items[0]) == BIAS_ADDMM)
 
 
+def _zero_config_template(uid: str) -> bool:
+    """A template an engaged zero-configuration lowering may hand over: a Triton GEMM
+    template the model ranks, or cuBLAS (the op's ATen kernel, aten::bias_addmm)."""
+    return uid.startswith("triton::") or uid in extract.OWN_ATEN or uid == BIAS_ADDMM
+
+
 def _nothing(candidates: dict) -> dict:
     return {uid: [] for uid in candidates}
 
@@ -488,7 +494,19 @@ def choices_class(base: type | None = None) -> type:
             state = api.current_state()
         self._diode_state = state
 
+    def get_ktc(self, *args, **kwargs):
+        # An engaged zero-configuration lowering hands over cuBLAS or one Triton config:
+        # templates it would drop (decompose_k, contiguous subgraphs, CUTLASS, ...) are not
+        # even enumerated, as plain compile never offers them.
+        if zero_config.active():
+            template = kwargs.get("template", args[1] if len(args) > 1 else None)
+            if not _zero_config_template(compat.template_uid(template)):
+                return iter(())
+        return base.get_ktc(self, *args, **kwargs)
+
     namespace = {"__init__": __init__, "__module__": __name__}
+    if hasattr(base, "get_ktc"):            # torch >= 2.10
+        namespace["get_ktc"] = get_ktc
     if hasattr(base, "triton_kernel_kwargs"):   # in torch 2.11 and 2.13; without it: no GEMV reductions
         namespace["triton_kernel_kwargs"] = triton_kernel_kwargs
     cls = ic.choices_subclass(finalize, base, name="DiodeInductorChoices", mixins=(DiodeChoicesMixin,),

@@ -36,6 +36,7 @@ from ..inductor_compat import (  # noqa: F401  (re-exports)
     ktc_template_uid,
     require_supported_torch,
     set_thread_handler,
+    template_uid,
     thread_handler,
     torch_version,
 )
