@@ -646,8 +646,17 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     if (root["max_attempts"]) m.max_attempts = c.sint(root["max_attempts"], "max_attempts", 1, 100);
     if (root["hardware"]) parse_hardware(c, root["hardware"], m.hardware);
     if (root["sweep"]) parse_sweep(c, root["sweep"], m);
-    if (c.errors().empty() && m.shard_count() > 1'000'000)
-      c.error(root["sweep"], "sweep", "more than 1,000,000 shards");
+    // Bounded by what the coordinator loads in about a second (kMaxManifestShards).
+    if (c.errors().empty() && m.shard_count() > kMaxManifestShards)
+      c.error(root["sweep"], "sweep",
+              std::to_string(m.shard_count()) + " shards (sweep.problems / sweep.problems_per_shard) is more than the "
+              "limit of " + std::to_string(kMaxManifestShards) + " shards per manifest (what the coordinator loads "
+              "in about a second); split the sweep into several manifests");
+    if (c.errors().empty() && m.problems > kMaxManifestProblems)
+      c.error(root["sweep"]["problems"], "sweep.problems",
+              std::to_string(m.problems) + " problems is more than the limit of " +
+                  std::to_string(kMaxManifestProblems) + " problems per manifest (what the coordinator loads in "
+                  "about a second); split the sweep into several manifests");
   }
   if (!c.errors().empty()) throw ManifestError(c.errors());
   return m;

@@ -61,6 +61,19 @@ struct TimingSettings {
   int64_t static_top = 10;           // fastest Triton configs re-timed as static-shape kernels; 0: off
 };
 
+// The largest manifest accepted (parse_manifest refuses a larger one, naming
+// the file and the limit): what the coordinator stores in about a second, so
+// that a SUBMIT cannot occupy it for long (it is stored in slices between
+// requests, docs/protocol.md "Manifest size"). Measured with
+// ManifestLoad.DISABLED_MeasureLoadRate (coordinator/tests/test_lease_clock_and_load.cpp):
+// on a 2-core machine, 20,000 shards of 1 problem take about 0.6 s to expand
+// and store (synchronous=FULL), 100,000 problems about 1 s (expansion
+// dominates); a 1,000,000-shard manifest took 30-50 s, during which no lease
+// was answered.
+// A larger sweep is split into several manifests.
+inline constexpr uint64_t kMaxManifestShards = 20'000;
+inline constexpr uint64_t kMaxManifestProblems = 100'000;
+
 struct Manifest {
   std::string path;         // where it was loaded from
   std::string name;         // manifest id: [a-z0-9][a-z0-9.-]{0,63}

@@ -66,7 +66,7 @@ MetricsHttp::MetricsHttp(const std::string& listen, const Server& server) : http
   }
   const Server* srv = &server;
   http_->Get("/healthz", [srv](const httplib::Request&, httplib::Response& res) {
-    int64_t now = now_ms();
+    int64_t now = srv->steady_now();  // "stalled" is judged on the monotonic clock
     res.status = srv->healthy(now) ? 200 : 503;
     res.set_content(srv->health(now).dump() + "\n", "application/json");
   });

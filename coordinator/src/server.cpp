@@ -48,7 +48,11 @@ bool parse_count(const std::string& s, int64_t& out) {
 }  // namespace
 
 Server::Server(Store& store, ServerConfig cfg)
-    : store_(store), cfg_(std::move(cfg)), ctx_(1), router_() {
+    : store_(store),
+      cfg_(std::move(cfg)),
+      clock_(cfg_.clock ? *cfg_.clock : static_cast<const Clock&>(SystemClock::instance())),
+      ctx_(1),
+      router_() {
   // The ZAP handler must exist before the CURVE socket binds.
   zap_ = std::make_unique<net::ZapAuthenticator>(ctx_, cfg_.allowlist);
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
@@ -62,23 +66,29 @@ Server::Server(Store& store, ServerConfig cfg)
   manifests_ = store_.manifests();
   manifest_count_ = manifests_.size();
   store_.begin();
-  int graced = store_.grace_leases(now_ms() + cfg_.lease_ms);
+  // Stored deadlines are on the previous process's monotonic clock: every open
+  // lease gets one full period on ours (its holder could not heartbeat while
+  // we were down). Shards of a SUBMIT that a crash interrupted are dropped;
+  // the submitter got no reply and submits again.
+  int graced = store_.rearm_leases(clock_.steady_ms() + cfg_.lease_ms);
+  int64_t orphans = store_.remove_orphan_shards();
   store_.commit();
   if (graced > 0) spdlog::info("{} open lease(s) from before the restart get a full lease period to heartbeat", graced);
+  if (orphans > 0) spdlog::warn("dropped {} shard(s) of a manifest submission interrupted by the restart", orphans);
   spdlog::info("coordinator serving on {} ({} manifests, {} allowed keys, lease {} ms, heartbeat {} ms)", cfg_.bind,
                manifests_.size(), cfg_.allowlist.size(), cfg_.lease_ms, cfg_.heartbeat_ms);
-  int64_t now = now_ms();
+  Now now{clock_.steady_ms(), clock_.wall_ms()};
   refresh_metrics(now);
-  last_loop_ms_ = now;
+  last_loop_ms_ = now.steady;
 }
 
-void Server::refresh_metrics(int64_t now) {
+void Server::refresh_metrics(const Now& now) {
   MetricsSnapshot snap;
   snap.shards = store_.shard_counts();
-  snap.agents_live = store_.live_workers(now, 3 * cfg_.heartbeat_ms);
+  snap.agents_live = store_.live_workers(now.wall, 3 * cfg_.heartbeat_ms);
   snap.completions = stats_.completions;
   snap.failures = stats_.failures;
-  snap.taken_ms = now;
+  snap.taken_ms = now.wall;
   std::lock_guard<std::mutex> lock(metrics_mu_);
   snapshot_ = std::move(snap);
 }
@@ -110,17 +120,19 @@ void Server::run(const std::atomic<bool>& stop) {
   const int64_t expiry_every = std::max<int64_t>(50, std::min<int64_t>(cfg_.lease_ms / 4, 1000));
   std::vector<std::pair<std::string, Frames>> outbox;
   while (!stop) {
-    poll_readable(router_, std::min<int64_t>(100, expiry_every));
-    int64_t now = now_ms();
-    last_loop_ms_ = now;
+    int64_t wait = std::min<int64_t>(100, expiry_every);
+    if (!loads_.empty()) wait = loads_.front().ex ? 0 : 5;  // a SUBMIT is loading: keep its slices coming
+    poll_readable(router_, wait);
+    Now now{clock_.steady_ms(), clock_.wall_ms()};
+    last_loop_ms_ = now.steady;
     outbox.clear();
     store_.begin();
     try {
-      if (now >= next_expiry) {
-        int n = store_.expire(now);
+      if (now.steady >= next_expiry) {
+        int n = store_.expire(now.steady, now.wall);
         if (n > 0) spdlog::info("{} expired lease(s) returned to the queue (or failed)", n);
         stats_.expired += static_cast<uint64_t>(n);
-        next_expiry = now + expiry_every;
+        next_expiry = now.steady + expiry_every;
       }
       while (outbox.size() < cfg_.batch) {
         std::string peer_key;
@@ -145,6 +157,7 @@ void Server::run(const std::atomic<bool>& stop) {
           continue;
         }
         Frames req(f.begin() + 2, f.end());
+        identity_ = identity;
         store_.savepoint();
         try {
           rep = handle(req, peer_key, now);
@@ -154,15 +167,23 @@ void Server::run(const std::atomic<bool>& stop) {
           spdlog::error("request {} failed: {}", req.size() > 1 ? req[1] : "?", e.what());
           rep = error(req.size() > 2 && is_token(req[2]) ? req[2] : "", "internal", "internal error");
         }
+        if (rep.empty()) continue;  // deferred: a SUBMIT, answered when it is loaded
         outbox.emplace_back(std::move(identity), std::move(rep));
       }
+      advance_loads(now, outbox);
       store_.commit();
+      for (auto& l : loads_) l.committed = l.next;
+      while (!loads_.empty() && loads_.front().done) loads_.pop_front();
     } catch (const std::exception& e) {
       // The batch is lost as a whole and no replies go out: agents retry.
       spdlog::error("transaction failed, {} requests dropped: {}", outbox.size(), e.what());
       try {
         store_.rollback();
       } catch (const std::exception&) {
+      }
+      for (auto& l : loads_) {  // loads go on from what was committed
+        l.next = l.committed;
+        l.done = false;
       }
       workers_.clear();  // the cache may hold registrations that were rolled back
       try {
@@ -181,47 +202,120 @@ void Server::run(const std::atomic<bool>& stop) {
         spdlog::warn("reply to a peer dropped: {}", e.what());
       }
     }
-    if (now >= next_metrics) {
+    if (now.steady >= next_metrics) {
       try {
         refresh_metrics(now);
       } catch (const std::exception& e) {
         spdlog::warn("metrics refresh failed: {}", e.what());
       }
-      next_metrics = now + cfg_.metrics_refresh_ms;
+      next_metrics = now.steady + cfg_.metrics_refresh_ms;
     }
   }
   bound_ = false;
 }
 
-Frames Server::on_submit(const Frames& req, const std::string& peer_key, int64_t now) {
+Frames Server::on_submit(const Frames& req, const std::string& peer_key) {
   const std::string& rid = req[2];
   // SUBMIT req file_name yaml_text
   if (req.size() != 5) return error(rid, "bad_frame", "SUBMIT takes 2 arguments");
   const std::string& file = req[3];
   if (!is_token(file, 256)) return error(rid, "bad_frame", "SUBMIT: file name must be 1..256 printable ASCII");
-  Manifest m;
-  try {
-    m = parse_manifest(req[4], file);  // exactly what `serve --manifests` runs at start
-  } catch (const ManifestError& e) {
-    return error(rid, "invalid_manifest", e.what());
+  if (loads_.size() >= cfg_.max_queued_submits)
+    return error(rid, "busy", std::to_string(loads_.size()) + " manifest submissions are loading; submit again later");
+  // Parsing and expanding (exactly what `serve --manifests` runs at start) is
+  // CPU work of up to about a second for a manifest at the size limit: it runs
+  // on a thread of its own while this one keeps serving.
+  Load l;
+  l.identity = identity_;
+  l.rid = rid;
+  l.peer_key = peer_key;
+  l.file = file;
+  l.job = std::async(std::launch::async, [text = req[4], file]() {
+    Expansion e;
+    try {
+      e.manifest = parse_manifest(text, file);
+      e.rows = shard_rows(*e.manifest, &e.problems);
+    } catch (const ManifestError& x) {
+      e.error_code = "invalid_manifest";
+      e.error = x.what();
+    } catch (const std::exception& x) {
+      spdlog::error("SUBMIT {}: expansion failed: {}", file, x.what());
+      e.error_code = "internal";
+      e.error = "internal error";
+    }
+    return e;
+  });
+  loads_.push_back(std::move(l));
+  return {};
+}
+
+void Server::advance_loads(const Now& now, std::vector<std::pair<std::string, Frames>>& outbox) {
+  const int64_t until = clock_.steady_ms() + cfg_.load_slice_ms;
+  for (auto& l : loads_) {
+    if (l.done) continue;
+    if (!l.ex) {
+      if (l.job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;  // one at a time, in order
+      l.ex = l.job.get();
+    }
+    Expansion& ex = *l.ex;
+    if (!ex.error_code.empty()) {
+      outbox.emplace_back(l.identity, error(l.rid, ex.error_code, ex.error));
+      l.done = true;
+      continue;
+    }
+    const Manifest& m = *ex.manifest;
+    if (!l.checked) {
+      std::string why;
+      AddResult r = store_.check_manifest(m, &why);
+      if (r == AddResult::conflict) {
+        spdlog::warn("manifest {} submitted by key {} refused: {}", m.name, l.peer_key, why);
+        outbox.emplace_back(l.identity, error(l.rid, "conflict", why));
+        l.done = true;
+        continue;
+      }
+      if (r == AddResult::unchanged) {
+        auto counts = store_.shard_counts();
+        const auto& c = counts[m.name];
+        outbox.emplace_back(l.identity, reply("SUBMIT-OK", l.rid, {"unchanged", m.name,
+                                                                   std::to_string(c.pending + c.leased + c.done + c.failed)}));
+        l.done = true;
+        continue;
+      }
+      l.checked = true;
+    }
+    store_.savepoint();
+    try {
+      constexpr size_t kSlice = 256;  // rows between clock reads
+      while (l.next < ex.rows.size() && clock_.steady_ms() < until) {
+        size_t end = std::min(ex.rows.size(), l.next + kSlice);
+        store_.insert_shards(m, ex.rows, l.next, end);
+        l.next = end;
+      }
+      if (l.next == ex.rows.size()) {
+        // Last: the manifest row makes the manifest and its shards visible.
+        store_.insert_manifest_row(m, static_cast<int64_t>(ex.rows.size()), static_cast<int64_t>(ex.problems),
+                                   now.wall);
+        l.done = true;
+      }
+      store_.release_savepoint();
+    } catch (const std::exception& e) {
+      store_.rollback_savepoint();
+      spdlog::error("SUBMIT {}: storing manifest {} failed: {}", l.file, m.name, e.what());
+      store_.delete_shards(m.name);  // what earlier slices committed
+      l.next = 0;
+      outbox.emplace_back(l.identity, error(l.rid, "internal", "internal error"));
+      l.done = true;
+      continue;
+    }
+    if (!l.done) return;  // out of time for this turn
+    manifests_ = store_.manifests();
+    manifest_count_ = manifests_.size();
+    workers_.clear();  // cached matching manifests are recomputed on the next request
+    spdlog::info("loaded manifest {} (submitted as {} by key {}): {} shards", m.name, l.file, l.peer_key, ex.rows.size());
+    outbox.emplace_back(l.identity, reply("SUBMIT-OK", l.rid, {"added", m.name, std::to_string(ex.rows.size())}));
+    ex.rows = {};  // the memory goes now, not when the reply is sent
+    if (clock_.steady_ms() >= until) return;
   }
-  std::string why;
-  size_t shards = 0;
-  AddResult r = store_.add_or_check_manifest(m, now, &why, &shards);
-  if (r == AddResult::conflict) {
-    spdlog::warn("manifest {} submitted by key {} refused: {}", m.name, peer_key, why);
-    return error(rid, "conflict", why);
-  }
-  if (r == AddResult::unchanged) {
-    auto counts = store_.shard_counts();
-    const auto& c = counts[m.name];
-    return reply("SUBMIT-OK", rid, {"unchanged", m.name, std::to_string(c.pending + c.leased + c.done + c.failed)});
-  }
-  manifests_ = store_.manifests();
-  manifest_count_ = manifests_.size();
-  workers_.clear();  // cached matching manifests are recomputed on the next request
-  spdlog::info("loaded manifest {} (submitted as {} by key {}): {} shards", m.name, file, peer_key, shards);
-  return reply("SUBMIT-OK", rid, {"added", m.name, std::to_string(shards)});
 }
 
 Frames Server::on_requeue(const Frames& req, const std::string& peer_key) {
@@ -260,7 +354,7 @@ Server::WorkerInfo* Server::authorize(const std::string& worker_id, const std::s
   return &it->second;
 }
 
-Frames Server::on_register(const Frames& req, const std::string& peer_key, int64_t now) {
+Frames Server::on_register(const Frames& req, const std::string& peer_key, const Now& now) {
   const std::string& rid = req[2];
   // REGISTER req worker_name hardware_msgpack runner software_version
   if (req.size() != 7) return error(rid, "bad_frame", "REGISTER takes 4 arguments");
@@ -282,15 +376,16 @@ Frames Server::on_register(const Frames& req, const std::string& peer_key, int64
     return error(rid, "forbidden", "worker name is registered by another key");
   }
   WorkerRow row{name, peer_key, hardware_key(hw), wire::encode(hw)};
-  store_.upsert_worker(row, now);
+  store_.upsert_worker(row, now.wall);
   WorkerInfo info{peer_key, matching_manifests(hw)};
+  info.last_touch_ms = now.steady;
   spdlog::info("worker {} registered: {} ({}), {} matching manifest(s), runner {}", name, row.hardware_key,
                hw.device_name, info.manifests.size(), req[5].substr(0, 32));
   workers_[name] = std::move(info);
   return reply("WELCOME", rid, {name, std::to_string(cfg_.heartbeat_ms), std::to_string(cfg_.lease_ms)});
 }
 
-Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t now) {
+Frames Server::handle(const Frames& req, const std::string& peer_key, const Now& now) {
   if (req.size() < 3 || req.size() > kMaxFrames || req[0] != kCoordProto) {
     ++stats_.bad_frames;
     std::string rid = req.size() >= 3 && is_token(req[2]) ? req[2] : "";
@@ -306,12 +401,12 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
   if (cmd == "REGISTER") return on_register(req, peer_key, now);
   if (cmd == "STATUS") {
     if (req.size() != 3) return error(rid, "bad_frame", "STATUS takes no arguments");
-    nlohmann::json s = store_.status(now, 3 * cfg_.heartbeat_ms);
+    nlohmann::json s = store_.status(now.wall, 3 * cfg_.heartbeat_ms);
     s["refused_connections"] = refused_connections();
     s["requests"] = stats_.requests;
     return reply("STATUS-OK", rid, {s.dump()});
   }
-  if (cmd == "SUBMIT") return on_submit(req, peer_key, now);
+  if (cmd == "SUBMIT") return on_submit(req, peer_key);
   if (cmd == "REQUEUE") return on_requeue(req, peer_key);
   static const std::map<std::string, size_t> arity = {
       {"ASK", 4}, {"HEARTBEAT", 5}, {"COMPLETE", 9}, {"FAIL", 6}, {"RELEASE", 5}, {"BYE", 4}};
@@ -330,29 +425,31 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
   if (!w) return error(rid, err[0], err[1]);
   // last_seen only feeds "live workers" (a window of 3 heartbeats), so it is
   // written at most every half heartbeat instead of on every request.
-  if (now - w->last_touch_ms >= cfg_.heartbeat_ms / 2) {
-    store_.touch_worker(worker_id, now);
-    w->last_touch_ms = now;
+  if (now.steady - w->last_touch_ms >= cfg_.heartbeat_ms / 2) {
+    store_.touch_worker(worker_id, now.wall);
+    w->last_touch_ms = now.steady;
   }
 
   if (cmd == "ASK") {
-    auto g = store_.lease_next(worker_id, w->manifests, now, cfg_.lease_ms);
+    auto g = store_.lease_next(worker_id, w->manifests, now.steady, cfg_.lease_ms, now.wall);
     if (!g) {
       // Retry sooner while leases are out (they may expire and come back).
       return reply("NOWORK", rid, {std::to_string(std::max<int64_t>(cfg_.heartbeat_ms, 100)),
                                    w->manifests.empty() ? "no matching manifest" : "no pending shard"});
     }
     ++stats_.leases;
-    return reply("LEASE", rid, {g->lease_id, g->shard_id, std::to_string(g->deadline_ms), std::to_string(g->attempt),
-                                g->spec_json});
+    // The deadline is kept on the monotonic clock; the agent is told it as
+    // Unix ms (docs/protocol.md), for display: it heartbeats by heartbeat_ms.
+    return reply("LEASE", rid, {g->lease_id, g->shard_id, std::to_string(now.wall + cfg_.lease_ms),
+                                std::to_string(g->attempt), g->spec_json});
   }
   if (cmd == "HEARTBEAT") {
     const std::string& lease = req[4];
     if (lease.empty()) return reply("HEARTBEAT-OK", rid, {"0"});
     if (!is_token(lease)) return error(rid, "bad_frame", "bad lease id");
-    auto deadline = store_.extend(worker_id, lease, now + cfg_.lease_ms);
+    auto deadline = store_.extend(worker_id, lease, now.steady + cfg_.lease_ms);
     if (!deadline) return reply("LEASE-LOST", rid, {lease});
-    return reply("HEARTBEAT-OK", rid, {std::to_string(*deadline)});
+    return reply("HEARTBEAT-OK", rid, {std::to_string(now.wall + cfg_.lease_ms)});
   }
   if (cmd == "COMPLETE") {
     // COMPLETE req worker lease shard_id sha256_hex records hub_result
@@ -361,7 +458,7 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     if (!is_token(lease) || !is_token(shard, 128) || !valid_sha256_hex(sha) || !parse_count(req[7], records) ||
         (hub != "stored" && hub != "duplicate" && hub != "conflict"))
       return error(rid, "bad_frame", "COMPLETE: bad lease id, shard id, sha256 (64 lower-case hex), record count or hub result");
-    auto r = store_.complete(worker_id, lease, shard, sha, records, hub, now);
+    auto r = store_.complete(worker_id, lease, shard, sha, records, hub, now.wall);
     if (r == CompleteResult::unknown_lease) return error(rid, "unknown_lease", "no such lease for this worker");
     if (r == CompleteResult::wrong_shard) {
       ++stats_.refused_completions;
@@ -385,7 +482,7 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
     bool permanent = req.size() == 7 && req[6] == "permanent";
     if (req.size() == 7 && req[6] != "permanent" && req[6] != "retry")
       return error(rid, "bad_frame", "FAIL: kind must be retry or permanent");
-    auto r = store_.fail(worker_id, lease, reason, now, permanent);
+    auto r = store_.fail(worker_id, lease, reason, now.wall, permanent);
     if (r != FailResult::stale) ++stats_.failures;
     if (r != FailResult::stale) spdlog::info("lease {} failed ({}): {}", lease,
                    r == FailResult::failed ? (permanent ? "permanent, final" : "final") : "will retry",
@@ -395,7 +492,7 @@ Frames Server::handle(const Frames& req, const std::string& peer_key, int64_t no
   if (cmd == "RELEASE") {
     const std::string& lease = req[4];
     if (!is_token(lease)) return error(rid, "bad_frame", "bad lease id");
-    bool ok = store_.release(worker_id, lease, now);
+    bool ok = store_.release(worker_id, lease, now.wall);
     return reply("RELEASE-OK", rid, {ok ? "released" : "stale"});
   }
   // BYE

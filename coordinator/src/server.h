@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "diode/clock.h"
 #include "diode/zmq_security.h"
 #include "protocol.h"
 #include "store.h"
@@ -26,6 +29,15 @@ struct ServerConfig {
   int64_t heartbeat_ms = 5'000;  // agents heartbeat this often
   size_t batch = 512;            // requests per transaction
   int64_t metrics_refresh_ms = 2'000;  // shard counts for /metrics are re-read this often
+  // Leases, deadlines and the loop's timers run on clock->steady_ms(); only
+  // stored and displayed timestamps use clock->wall_ms(). nullptr: the real
+  // clocks (diode::SystemClock); tests pass a diode::ManualClock.
+  const Clock* clock = nullptr;
+  // A submitted manifest's shards are stored in slices of at most this long,
+  // between batches of requests, so leasing keeps answering during a large
+  // SUBMIT (docs/protocol.md, "Manifest size").
+  int64_t load_slice_ms = 20;
+  size_t max_queued_submits = 4;  // more SUBMITs waiting to load: ERR busy
 };
 
 // What GET /metrics reports, refreshed by the serving thread (the store is
@@ -54,29 +66,62 @@ class Server {
   MetricsSnapshot metrics() const;
   // {"status": "ok"|"stalled", ...}; ok while the ROUTER socket is bound, the
   // store open and the serving loop turned within the last 10 s.
+  // `now` is monotonic: steady_now().
   nlohmann::json health(int64_t now) const;
   bool healthy(int64_t now) const;
+  int64_t steady_now() const { return clock_.steady_ms(); }
 
  private:
   struct WorkerInfo {
     std::string public_key;
     std::vector<std::string> manifests;  // matching and scheduled, by priority
-    int64_t last_touch_ms = 0;           // last_seen written to the database
+    int64_t last_touch_ms = INT64_MIN / 2;  // monotonic: when last_seen was last written to the database
   };
 
-  // Appends the reply (without the routing envelope) for one request.
-  Frames handle(const Frames& req, const std::string& peer_key, int64_t now);
-  Frames on_register(const Frames& req, const std::string& peer_key, int64_t now);
+  // One loop turn's time: `steady` (monotonic) for every deadline and timer,
+  // `wall` for stored and displayed timestamps.
+  struct Now {
+    int64_t steady = 0, wall = 0;
+  };
+
+  // A SUBMIT being loaded: parsed and expanded on a thread of its own, then
+  // stored a slice at a time by the serving thread; the reply goes out with
+  // the commit of the last slice (or of the check that refused it).
+  struct Expansion {
+    std::optional<Manifest> manifest;
+    std::string error_code, error;  // set: refused, nothing stored
+    std::vector<ShardRow> rows;
+    uint64_t problems = 0;
+  };
+  struct Load {
+    std::string identity, rid, peer_key, file;
+    std::future<Expansion> job;
+    std::optional<Expansion> ex;
+    bool checked = false;  // check_manifest said `added`
+    size_t next = 0;       // rows inserted, in the open transaction included
+    size_t committed = 0;  // rows inserted and committed
+    bool done = false;     // its reply is in the outbox; popped after COMMIT
+  };
+
+  // Appends the reply (without the routing envelope) for one request; an empty
+  // reply means it is deferred (SUBMIT).
+  Frames handle(const Frames& req, const std::string& peer_key, const Now& now);
+  Frames on_register(const Frames& req, const std::string& peer_key, const Now& now);
   // Looks the worker up (cache, then database) and checks it belongs to the
   // CURVE key that sent the request; nullptr with `err` set otherwise.
   WorkerInfo* authorize(const std::string& worker_id, const std::string& peer_key, Frames& err);
   std::vector<std::string> matching_manifests(const HardwareId& hw);
-  Frames on_submit(const Frames& req, const std::string& peer_key, int64_t now);
+  Frames on_submit(const Frames& req, const std::string& peer_key);
   Frames on_requeue(const Frames& req, const std::string& peer_key);
-  void refresh_metrics(int64_t now);
+  // Moves the queued SUBMITs on by at most load_slice_ms of inserts.
+  void advance_loads(const Now& now, std::vector<std::pair<std::string, Frames>>& outbox);
+  void refresh_metrics(const Now& now);
 
   Store& store_;
   ServerConfig cfg_;
+  const Clock& clock_;
+  std::deque<Load> loads_;
+  std::string identity_;  // of the request being handled
   zmq::context_t ctx_;
   std::unique_ptr<net::ZapAuthenticator> zap_;
   zmq::socket_t router_;
@@ -85,7 +130,7 @@ class Server {
   ServerStats stats_;
   mutable std::mutex metrics_mu_;
   MetricsSnapshot snapshot_;
-  std::atomic<int64_t> last_loop_ms_{0};
+  std::atomic<int64_t> last_loop_ms_{0};  // monotonic
   std::atomic<bool> bound_{false};
   std::atomic<size_t> manifest_count_{0};
 };

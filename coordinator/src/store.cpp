@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS shards(
   id TEXT PRIMARY KEY, manifest TEXT NOT NULL, idx INTEGER NOT NULL, problems INTEGER NOT NULL, spec TEXT NOT NULL,
   state TEXT NOT NULL CHECK(state IN ('pending','leased','done','failed')),
   attempts INTEGER NOT NULL DEFAULT 0, max_attempts INTEGER NOT NULL,
-  lease_id TEXT, worker_id TEXT, deadline_ms INTEGER,
+  lease_id TEXT, worker_id TEXT, deadline_ms INTEGER, -- monotonic (store.h), re-armed at start
   sha256 TEXT, records INTEGER, hub_result TEXT, error TEXT, done_ms INTEGER, done_by TEXT);
 CREATE INDEX IF NOT EXISTS shards_by_state ON shards(manifest, state, idx);
 CREATE INDEX IF NOT EXISTS shards_by_deadline ON shards(state, deadline_ms);
@@ -191,6 +191,17 @@ bool Store::has_manifest(const std::string& name, const std::string& sha) {
   return s.step() && s.text(0) == sha;
 }
 
+std::vector<ShardRow> shard_rows(const Manifest& m, uint64_t* problems) {
+  std::vector<ShardRow> rows;
+  uint64_t total = 0;
+  for (const auto& p : expand_shards(m)) {
+    total += p.problems.size();
+    rows.push_back({p.id, static_cast<int64_t>(p.index), static_cast<int64_t>(p.problems.size()), shard_spec(m, p).dump()});
+  }
+  if (problems) *problems = total;
+  return rows;
+}
+
 bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards, int64_t now_ms, std::string* why) {
   {
     Stmt& s = stmt("SELECT name, sha256 FROM manifests WHERE name=? OR sweep_id=?");
@@ -205,7 +216,18 @@ bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards
     }
   }
   uint64_t problems = 0;
-  for (const auto& p : shards) problems += p.problems.size();
+  std::vector<ShardRow> rows;
+  rows.reserve(shards.size());
+  for (const auto& p : shards) {
+    problems += p.problems.size();
+    rows.push_back({p.id, static_cast<int64_t>(p.index), static_cast<int64_t>(p.problems.size()), shard_spec(m, p).dump()});
+  }
+  insert_shards(m, rows, 0, rows.size());
+  insert_manifest_row(m, static_cast<int64_t>(rows.size()), static_cast<int64_t>(problems), now_ms);
+  return true;
+}
+
+void Store::insert_manifest_row(const Manifest& m, int64_t total_shards, int64_t total_problems, int64_t now_ms) {
   stmt("INSERT INTO manifests(name, sweep_id, path, sha256, requester, priority, scheduled, max_attempts, "
        "match_json, total_shards, total_problems, loaded_ms, source) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
       .bind(1, m.name)
@@ -217,25 +239,59 @@ bool Store::add_manifest(const Manifest& m, const std::vector<ShardPlan>& shards
       .bind(7, int64_t{m.scheduled})
       .bind(8, m.max_attempts)
       .bind(9, match_to_json(m.hardware).dump())
-      .bind(10, static_cast<int64_t>(shards.size()))
-      .bind(11, static_cast<int64_t>(problems))
+      .bind(10, total_shards)
+      .bind(11, total_problems)
       .bind(12, now_ms)
       .bind(13, m.source)
       .run();
+}
+
+void Store::insert_shards(const Manifest& m, const std::vector<ShardRow>& rows, size_t begin, size_t end) {
   Stmt& ins = stmt(
       "INSERT INTO shards(id, manifest, idx, problems, spec, state, max_attempts) VALUES(?,?,?,?,?,'pending',?)");
-  for (const auto& p : shards)
-    ins.bind(1, p.id)
+  for (size_t i = begin; i < end && i < rows.size(); ++i)
+    ins.bind(1, rows[i].id)
         .bind(2, m.name)
-        .bind(3, static_cast<int64_t>(p.index))
-        .bind(4, static_cast<int64_t>(p.problems.size()))
-        .bind(5, shard_spec(m, p).dump())
+        .bind(3, rows[i].index)
+        .bind(4, rows[i].problems)
+        .bind(5, rows[i].spec)
         .bind(6, m.max_attempts)
         .run();
-  return true;
+}
+
+void Store::delete_shards(const std::string& manifest) {
+  stmt("DELETE FROM shards WHERE manifest=?").bind(1, manifest).run();
+}
+
+int64_t Store::remove_orphan_shards() {
+  std::vector<std::string> orphans;
+  {
+    Stmt& s = stmt("SELECT DISTINCT manifest FROM shards WHERE manifest NOT IN (SELECT name FROM manifests)");
+    Use u{s};
+    while (s.step()) orphans.push_back(s.text(0));
+  }
+  int64_t n = 0;
+  for (const auto& name : orphans) {
+    delete_shards(name);
+    n += sqlite3_changes(db_);
+  }
+  return n;
 }
 
 AddResult Store::add_or_check_manifest(const Manifest& m, int64_t now_ms, std::string* why, size_t* shard_count) {
+  AddResult r = check_manifest(m, why);
+  if (r != AddResult::added) return r;
+  auto shards = expand_shards(m);
+  if (shard_count) *shard_count = shards.size();
+  std::string why2;
+  if (!add_manifest(m, shards, now_ms, &why2)) {  // cannot happen after the check above
+    if (why) *why = why2;
+    return AddResult::conflict;
+  }
+  return AddResult::added;
+}
+
+AddResult Store::check_manifest(const Manifest& m, std::string* why) {
   {
     Stmt& s = stmt(
         "SELECT name, sha256, source, sweep_id, requester, priority, scheduled, max_attempts, match_json, path "
@@ -275,13 +331,6 @@ AddResult Store::add_or_check_manifest(const Manifest& m, int64_t now_ms, std::s
       return AddResult::conflict;
     }
   }
-  auto shards = expand_shards(m);
-  if (shard_count) *shard_count = shards.size();
-  std::string why2;
-  if (!add_manifest(m, shards, now_ms, &why2)) {  // cannot happen after the check above
-    if (why) *why = why2;
-    return AddResult::conflict;
-  }
   return AddResult::added;
 }
 
@@ -315,7 +364,9 @@ std::map<std::string, ShardCounts> Store::shard_counts() {
   Stmt& s = stmt("SELECT manifest, state, COUNT(*) FROM shards GROUP BY manifest, state");
   Use u{s};
   while (s.step()) {
-    auto& c = out[s.text(0)];
+    auto it = out.find(s.text(0));
+    if (it == out.end()) continue;  // a manifest still being loaded (Server: chunked SUBMIT)
+    auto& c = it->second;
     std::string state = s.text(1);
     int64_t n = s.i64(2);
     if (state == "pending") c.pending = n;
@@ -394,7 +445,7 @@ void Store::touch_worker(const std::string& id, int64_t now_ms) {
 void Store::worker_gone(const std::string& id) { stmt("UPDATE workers SET gone=1 WHERE id=?").bind(1, id).run(); }
 
 std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const std::vector<std::string>& manifests,
-                                            int64_t now_ms, int64_t lease_ms) {
+                                            int64_t steady_ms, int64_t lease_ms, int64_t wall_ms) {
   Stmt& pick = stmt("SELECT id, spec, attempts FROM shards WHERE manifest=? AND state='pending' ORDER BY idx LIMIT 1");
   for (const auto& name : manifests) {
     LeaseGrant g;
@@ -407,7 +458,7 @@ std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const 
       g.attempt = pick.i64(2) + 1;
     }
     g.lease_id = lease_prefix_ + std::to_string(++lease_seq_);
-    g.deadline_ms = now_ms + lease_ms;
+    g.deadline_ms = steady_ms + lease_ms;
     stmt("UPDATE shards SET state='leased', attempts=attempts+1, lease_id=?, worker_id=?, deadline_ms=? WHERE id=?")
         .bind(1, g.lease_id)
         .bind(2, worker_id)
@@ -418,7 +469,7 @@ std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const 
         .bind(1, g.lease_id)
         .bind(2, g.shard_id)
         .bind(3, worker_id)
-        .bind(4, now_ms)
+        .bind(4, wall_ms)
         .run();
     return g;
   }
@@ -517,27 +568,27 @@ bool Store::release(const std::string& worker_id, const std::string& lease_id, i
   return changed;
 }
 
-int Store::expire(int64_t now_ms) {
+int Store::expire(int64_t steady_ms, int64_t wall_ms) {
   stmt("UPDATE leases SET state='expired', ended_ms=? WHERE state='active' AND id IN "
        "(SELECT lease_id FROM shards WHERE state='leased' AND deadline_ms<?)")
-      .bind(1, now_ms)
-      .bind(2, now_ms)
+      .bind(1, wall_ms)
+      .bind(2, steady_ms)
       .run();
   stmt("UPDATE shards SET state='failed', done_ms=?, error='lease expired ' || attempts || ' times (agent lost?)' "
        "WHERE state='leased' AND deadline_ms<? AND attempts>=max_attempts")
-      .bind(1, now_ms)
-      .bind(2, now_ms)
+      .bind(1, wall_ms)
+      .bind(2, steady_ms)
       .run();
   int n = sqlite3_changes(db_);
   stmt("UPDATE shards SET state='pending', deadline_ms=NULL, error='lease expired' WHERE state='leased' AND "
        "deadline_ms<?")
-      .bind(1, now_ms)
+      .bind(1, steady_ms)
       .run();
   return n + sqlite3_changes(db_);
 }
 
-int Store::grace_leases(int64_t deadline_ms) {
-  stmt("UPDATE shards SET deadline_ms=? WHERE state='leased' AND deadline_ms<?").bind(1, deadline_ms).bind(2, deadline_ms).run();
+int Store::rearm_leases(int64_t deadline_ms) {
+  stmt("UPDATE shards SET deadline_ms=? WHERE state='leased'").bind(1, deadline_ms).run();
   return sqlite3_changes(db_);
 }
 

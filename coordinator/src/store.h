@@ -22,9 +22,15 @@ namespace diode::fleet {
 
 class Stmt;
 
+// Lease deadlines (shards.deadline_ms) are on the coordinator's monotonic clock
+// (diode::Clock::steady_ms), never the wall clock: a wall-clock step must
+// neither keep a dead worker's lease nor revoke live ones. A monotonic value
+// means nothing to another process or after a reboot, so the serving process
+// re-arms every open lease at start (rearm_leases); timestamps meant for people
+// (issued_ms, ended_ms, done_ms, last_seen_ms, loaded_ms) stay wall-clock.
 struct LeaseGrant {
   std::string lease_id, shard_id, spec_json;
-  int64_t deadline_ms = 0;
+  int64_t deadline_ms = 0;  // monotonic
   int64_t attempt = 0;
 };
 
@@ -46,6 +52,17 @@ enum class AddResult { added, unchanged, conflict };
 struct ShardCounts {
   int64_t pending = 0, leased = 0, done = 0, failed = 0;
 };
+
+// One shard as stored: what expand_shards and shard_spec make of a manifest.
+struct ShardRow {
+  std::string id;
+  int64_t index = 0, problems = 0;
+  std::string spec;  // shard_spec(...).dump()
+};
+
+// The rows of a manifest's shards (CPU only, no database; safe on any thread),
+// and the total number of problems.
+std::vector<ShardRow> shard_rows(const Manifest& m, uint64_t* problems = nullptr);
 
 class Store {
  public:
@@ -76,6 +93,20 @@ class Store {
   // was kept), nullopt if there is no such manifest.
   std::optional<std::string> manifest_source(const std::string& name);
 
+  // The pieces of add_or_check_manifest, for loading a large manifest in
+  // chunks between requests (Server, SUBMIT): check_manifest says whether it
+  // would be added (`added`), is `unchanged` or a `conflict` (with `why`), and
+  // changes nothing; insert_shards adds rows [begin, end); the manifest row
+  // goes in last (insert_manifest_row), so until then the manifest and its
+  // shards are invisible to leasing and counting. delete_shards undoes a load
+  // that failed; remove_orphan_shards (at start) drops the shards of a load
+  // that a crash interrupted, returning how many.
+  AddResult check_manifest(const Manifest& m, std::string* why);
+  void insert_shards(const Manifest& m, const std::vector<ShardRow>& rows, size_t begin, size_t end);
+  void insert_manifest_row(const Manifest& m, int64_t total_shards, int64_t total_problems, int64_t now_ms);
+  void delete_shards(const std::string& manifest);
+  int64_t remove_orphan_shards();
+
   // Manifest files skipped at start (changed since loaded, sweep id taken):
   // replaced as a whole at each start, shown by `diode status`.
   void set_load_errors(const std::vector<std::pair<std::string, std::string>>& path_and_error, int64_t now_ms);
@@ -87,11 +118,13 @@ class Store {
   void worker_gone(const std::string& id);
 
   // Leases the next pending shard of the first manifest (in the given order)
-  // that has one.
+  // that has one, until steady_ms + lease_ms (monotonic); wall_ms is the
+  // issued_ms timestamp.
   std::optional<LeaseGrant> lease_next(const std::string& worker_id, const std::vector<std::string>& manifests,
-                                       int64_t now_ms, int64_t lease_ms);
-  // Extends the lease if it is still the shard's current lease held by the
-  // worker; returns the new deadline, or nullopt if the lease was lost.
+                                       int64_t steady_ms, int64_t lease_ms, int64_t wall_ms);
+  // Extends the lease to `deadline_ms` (monotonic) if it is still the shard's
+  // current lease held by the worker; returns the new deadline, or nullopt if
+  // the lease was lost.
   std::optional<int64_t> extend(const std::string& worker_id, const std::string& lease_id, int64_t deadline_ms);
   // Completes the shard `shard_id` on the worker's lease `lease_id`. The lease
   // must have been issued to this worker *for this shard*: a lease on shard A
@@ -115,11 +148,16 @@ class Store {
   int64_t live_workers(int64_t now_ms, int64_t live_window_ms);
   // Hands a lease back without counting the attempt (graceful shutdown).
   bool release(const std::string& worker_id, const std::string& lease_id, int64_t now_ms);
-  // Expired leases go back to pending, or to failed after max_attempts.
-  int expire(int64_t now_ms);
-  // At startup: agents could not heartbeat while the coordinator was down, so
-  // every open lease gets at least until `deadline_ms` before it can expire.
-  int grace_leases(int64_t deadline_ms);
+  // Leases whose deadline is before steady_ms (monotonic) go back to pending,
+  // or to failed after max_attempts; wall_ms stamps ended_ms/done_ms.
+  int expire(int64_t steady_ms, int64_t wall_ms);
+  // At startup of the serving process: stored deadlines are on the previous
+  // process's monotonic clock (or, in databases written before, the wall
+  // clock), which this process cannot compare with its own, and agents could
+  // not heartbeat while the coordinator was down; so every open lease gets a
+  // new deadline, `deadline_ms` on this process's monotonic clock (now + one
+  // full lease period). Returns the number of leases re-armed.
+  int rearm_leases(int64_t deadline_ms);
 
   // {manifests: [{name, total, done, failed, leased, pending, ...}], workers: [...], ...}
   nlohmann::json status(int64_t now_ms, int64_t live_window_ms);

@@ -80,19 +80,19 @@ TEST_F(StoreFixture, FailureAfterMaxAttemptsIsPermanentUntilRequeued) {
   store->upsert_worker({"w", "k", "hw", "x"}, 0);
   std::string failed_shard;
   for (int attempt = 1; attempt <= 3; ++attempt) {
-    auto g = store->lease_next("w", {"t"}, 1000, 100);
+    auto g = store->lease_next("w", {"t"}, 1000, 100, 1000);
     ASSERT_TRUE(g);
     failed_shard = g->shard_id;
     EXPECT_EQ(g->attempt, attempt);
     EXPECT_EQ(store->fail("w", g->lease_id, "boom", 1000), attempt < 3 ? FailResult::retry : FailResult::failed);
   }
   // Failed for good: never leased again, not by expiry either.
-  auto other = store->lease_next("w", {"t"}, 2000, 100);
+  auto other = store->lease_next("w", {"t"}, 2000, 100, 2000);
   ASSERT_TRUE(other);
   EXPECT_NE(other->shard_id, failed_shard);
-  store->expire(1'000'000);
+  store->expire(1'000'000, 1'000'000);
   for (int i = 0; i < 3; ++i) {
-    auto g = store->lease_next("w", {"t"}, 2'000'000, 100);
+    auto g = store->lease_next("w", {"t"}, 2'000'000, 100, 2'000'000);
     if (!g) continue;
     EXPECT_NE(g->shard_id, failed_shard);
     store->fail("w", g->lease_id, "x", 2'000'000);
@@ -102,7 +102,7 @@ TEST_F(StoreFixture, FailureAfterMaxAttemptsIsPermanentUntilRequeued) {
   // Requeue one: back to pending, attempts reset (the next lease is attempt 1).
   EXPECT_EQ(store->requeue("t", failed_shard), 1);
   EXPECT_EQ(store->shard_counts()["t"].failed, 1);
-  auto g = store->lease_next("w", {"t"}, 3'000'000, 100);
+  auto g = store->lease_next("w", {"t"}, 3'000'000, 100, 3'000'000);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->shard_id, failed_shard);
   EXPECT_EQ(g->attempt, 1);
@@ -120,13 +120,13 @@ TEST_F(StoreFixture, PermanentFailureFailsAtOnce) {
   add(manifest_text("t"));
   store->begin();
   store->upsert_worker({"w", "k", "hw", "x"}, 0);
-  auto g = store->lease_next("w", {"t"}, 1000, 100);
+  auto g = store->lease_next("w", {"t"}, 1000, 100, 1000);
   ASSERT_TRUE(g);
   EXPECT_EQ(store->fail("w", g->lease_id, "hub: invalid_shard", 1000, /*permanent=*/true), FailResult::failed);
-  auto next = store->lease_next("w", {"t"}, 1000, 100);
+  auto next = store->lease_next("w", {"t"}, 1000, 100, 1000);
   ASSERT_TRUE(next);
   EXPECT_NE(next->shard_id, g->shard_id);
-  EXPECT_FALSE(store->lease_next("w", {"t"}, 1000, 100));
+  EXPECT_FALSE(store->lease_next("w", {"t"}, 1000, 100, 1000));
   store->commit();
 }
 

@@ -46,7 +46,7 @@ struct StoreTest : ::testing::Test {
   static std::optional<LeaseGrant> add_and_lease_first(Store& s, const Manifest& m) {
     s.add_manifest(m, expand_shards(m), 0, nullptr);
     s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
-    return s.lease_next("w1", {"t"}, 0, 100);
+    return s.lease_next("w1", {"t"}, 0, 100, 0);
   }
 };
 
@@ -62,16 +62,16 @@ TEST_F(StoreTest, LeaseCompleteExpireFail) {
     ASSERT_TRUE(s.add_manifest(m, expand_shards(m), 0, nullptr));
     s.upsert_worker({"w1", "key1", "hw", "x"}, 0);
     s.upsert_worker({"w2", "key2", "hw", "x"}, 0);
-    auto a = s.lease_next("w1", {"t"}, 1000, 100);
-    auto b = s.lease_next("w2", {"t"}, 1000, 100);
+    auto a = s.lease_next("w1", {"t"}, 1000, 100, 1000);
+    auto b = s.lease_next("w2", {"t"}, 1000, 100, 1000);
     ASSERT_TRUE(a && b);
     EXPECT_NE(a->shard_id, b->shard_id);
-    EXPECT_FALSE(s.lease_next("w2", {"t"}, 1000, 100));  // only two shards
+    EXPECT_FALSE(s.lease_next("w2", {"t"}, 1000, 100, 1000));  // only two shards
     EXPECT_TRUE(s.extend("w1", a->lease_id, 1200));
     EXPECT_FALSE(s.extend("w2", a->lease_id, 1200));  // not w2's lease
     // b expires; it is re-leased to w1 while w2 still works on it.
-    EXPECT_EQ(s.expire(1150), 1);
-    auto b2 = s.lease_next("w1", {"t"}, 1150, 100);
+    EXPECT_EQ(s.expire(1150, 1150), 1);
+    auto b2 = s.lease_next("w1", {"t"}, 1150, 100, 1150);
     ASSERT_TRUE(b2);
     EXPECT_EQ(b2->shard_id, b->shard_id);
     EXPECT_EQ(b2->attempt, 2);
@@ -83,7 +83,7 @@ TEST_F(StoreTest, LeaseCompleteExpireFail) {
     EXPECT_EQ(s.complete("w1", "nope", b->shard_id, kSha, 10, "stored", 1170), CompleteResult::unknown_lease);
     // a fails twice (max_attempts 2) and is then failed for good.
     EXPECT_EQ(s.fail("w1", a->lease_id, "runner crashed", 1180), FailResult::retry);
-    auto a2 = s.lease_next("w2", {"t"}, 1190, 100);
+    auto a2 = s.lease_next("w2", {"t"}, 1190, 100, 1190);
     ASSERT_TRUE(a2);
     EXPECT_EQ(s.fail("w2", a2->lease_id, "runner crashed again", 1200), FailResult::failed);
     EXPECT_EQ(s.fail("w2", a2->lease_id, "again", 1200), FailResult::stale);
@@ -113,12 +113,12 @@ TEST_F(StoreTest, ReleaseDoesNotCountAnAttempt) {
   auto a = add_and_lease_first(s, m);
   ASSERT_TRUE(a);
   EXPECT_TRUE(s.release("w1", a->lease_id, 10));
-  auto again = s.lease_next("w1", {"t"}, 20, 100);
+  auto again = s.lease_next("w1", {"t"}, 20, 100, 20);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->shard_id, a->shard_id);
   EXPECT_EQ(again->attempt, 1);
   // Expiry past max_attempts marks the shard failed.
-  EXPECT_EQ(s.expire(1000), 1);
+  EXPECT_EQ(s.expire(1000, 1000), 1);
   EXPECT_EQ(s.status(1000, 10)["manifests"][0]["failed"], 1);
   s.commit();
 }
@@ -165,7 +165,7 @@ TEST_F(StoreTest, RetriedCompleteAfterRestartKeepsTheLeaseCompleted) {
   }  // the coordinator dies here: committed, reply never sent
   Store s(path, false);  // restart, as Server's constructor does it
   s.begin();
-  s.grace_leases(1000);
+  s.rearm_leases(1000);
   s.commit();
   s.begin();
   // The agent's retry of the very same COMPLETE.

@@ -3,11 +3,13 @@
 // (read-only, safe next to a running hub) or on a hub over HTTP.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "../../cli/commands.h"
 #include "contribution.h"
@@ -17,8 +19,10 @@
 #include "diode/hardware.h"
 #include "diode/io.h"
 #include "diode/wire.h"
+#include "fsck.h"
 #include "http_client.h"
 #include "stats.h"
+#include "validate.h"
 #include "store.h"
 
 namespace diode::cli {
@@ -85,6 +89,80 @@ uint64_t community_shards_of_hub(const std::string& url, const std::string& hw) 
   return 0;
 }
 
+// The community part of a hub's data for one hardware: shards, records and the
+// contributors credited for them (contribution.h, GET /v1/contributors).
+nlohmann::json community_of_store(const std::string& dir, const std::string& hw) {
+  hub::Store::Options so;
+  so.dir = dir;
+  so.read_only = true;
+  hub::Store store(so);
+  return hub::contributors_summary(store, hw);
+}
+
+std::optional<nlohmann::json> community_of_hub(const std::string& url, const std::string& hw) {
+  auto r = hub::http_get(hub::join_url(url, "/v1/contributors?hardware=" + hw), 16u << 20);
+  if (r.status != 200) return std::nullopt;  // an older hub: no list
+  try {
+    auto j = nlohmann::json::parse(r.body);
+    if (j.is_object() && j.contains("contributors") && j["contributors"].is_array()) return j;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Why the hub refused a contribution, in one line that names the file(s): the
+// hub names a shard by its index ("dataset.shards[12]: ...", the order of the
+// body, which is the order of `origins`) or by its id ("shard ID: conflict").
+std::string explain_refusal(const hub::HttpResult& r, const std::string& path, const Dataset& d,
+                            const std::vector<std::string>& origins) {
+  std::string code, message;
+  try {
+    auto j = nlohmann::json::parse(r.body);
+    code = j.value("error", "");
+    message = j.value("message", "");
+  } catch (...) {
+  }
+  for (auto& c : message)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // one line, nothing that drives a terminal
+  if (message.size() > 400) message = message.substr(0, 400) + "...";
+  const std::string head =
+      "contribution refused by the hub (HTTP " + std::to_string(r.status) + (code.empty() ? "" : " " + code) + "): ";
+  static const std::string kIndex = "dataset.shards[";
+  if (message.starts_with(kIndex)) {
+    const auto close = message.find("]: ");
+    const std::string digits = message.substr(kIndex.size(), close == std::string::npos ? 0 : close - kIndex.size());
+    if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos) {
+      const size_t i = std::stoul(digits);
+      if (i < origins.size()) return head + origins[i] + ": shard " + d.shards[i].id + ": " + message.substr(close + 3);
+    }
+  } else if (message.starts_with("shard ")) {
+    // "shard <catalog id>: <result>"; a catalog id is "<wire id>" or "<wire id>@<sha256 hex>".
+    const auto colon = message.rfind(": ");
+    std::string id = message.substr(6, colon == std::string::npos ? std::string::npos : colon - 6);
+    const std::string result = colon == std::string::npos ? "" : message.substr(colon + 2);
+    if (auto at = id.find('@'); at != std::string::npos) id.resize(at);
+    std::vector<std::string> files;
+    for (size_t i = 0; i < d.shards.size(); ++i)
+      if (d.shards[i].id == id && std::find(files.begin(), files.end(), origins[i]) == files.end())
+        files.push_back(origins[i]);
+    if (!files.empty()) {
+      std::string why = result;
+      if (result == "conflict") {
+        why = "the hub already holds different content under this shard id";
+        if (files.size() > 1) {
+          why += " (an older hub keys community shards by id alone, and " + std::to_string(files.size()) +
+                 " files hold this id: " + files[0] + ", " + files[1] + (files.size() > 2 ? ", ..." : "") + ")";
+        }
+      } else if (result == "unknown_hardware") {
+        why = "the hub does not accept shards of this hardware (not in its manifests)";
+      }
+      return head + files[0] + ": shard " + id + ": " + why;
+    }
+  }
+  // A refusal of the whole upload (token, name, size): it names what was given.
+  return head + path + ": " + (message.empty() ? "no reason given" : message);
+}
+
 uint64_t now_ms() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -143,7 +221,9 @@ void register_hub_commands(CLI::App& app) {
   stats->add_option("--hardware", st.hw, "Hardware key (with --data or --hub)");
   stats->add_option("--data", st.data, "Hub store directory")->excludes("file");
   stats->add_option("--hub", st.hub, "Hub URL")->excludes("file")->excludes("--data");
-  stats->add_flag("--include-community", st.include, "Count community contributions too (store/hub)");
+  stats->add_flag("--include-community", st.include,
+                  "Count community contributions in the figures too (store/hub); without it they are shown apart, "
+                  "with the list of contributors (GET /v1/contributors)");
   stats->add_flag("--json", st.json, "Print the statistics as JSON (fields: docs/api.md, GET /v1/datasets/{hw}/stats)");
   stats->callback([] {
     nlohmann::json j;
@@ -158,6 +238,7 @@ void register_hub_commands(CLI::App& app) {
         j = hub::dataset_stats(d, sources);
         if (st.include) j["contributions"] = contributions;
         else j["community_shards_not_counted"] = community_shards_of_store(st.data, st.hw);
+        j["community"] = community_of_store(st.data, st.hw);
       } else {
         auto r = hub::http_get(hub::join_url(st.hub, "/v1/datasets/" + st.hw + "/stats?community=" +
                                                          (st.include ? "include" : "exclude")),
@@ -165,12 +246,27 @@ void register_hub_commands(CLI::App& app) {
         if (r.status != 200) throw std::runtime_error("stats from " + st.hub + " failed: " + http_error(r));
         j = nlohmann::json::parse(r.body);
         if (!st.include) j["community_shards_not_counted"] = community_shards_of_hub(st.hub, st.hw);
+        if (auto c = community_of_hub(st.hub, st.hw)) j["community"] = *c;
       }
     } else {
       throw std::invalid_argument("give a FILE, or --hardware with --data DIR or --hub URL");
     }
     if (st.json) std::cout << j.dump(1) << "\n";
     else std::cout << hub::render_stats(j);
+  });
+
+  // ---- diode hub fsck (fsck.h) ---------------------------------------------
+  static std::string fsck_dir;
+  static bool fsck_repair = false;
+  auto* hubcmd = app.add_subcommand("hub", "Maintenance of a hub store");
+  hubcmd->require_subcommand(1);
+  auto* fsck = hubcmd->add_subcommand("fsck", "Verify every shard of a store; --repair quarantines corrupt ones");
+  fsck->add_option("--data", fsck_dir, "Hub store directory")->required();
+  fsck->add_flag("--repair", fsck_repair, "Quarantine corrupt shards (bytes and catalog rows); stop the hub first");
+  fsck->callback([] {
+    const int rc = hub::fsck(fsck_dir, fsck_repair, std::cout);
+    std::cout.flush();
+    if (rc != 0) std::exit(rc);
   });
 
   // ---- diode contributor-key -----------------------------------------------
@@ -192,6 +288,12 @@ void register_hub_commands(CLI::App& app) {
   };
   static ContributeArgs co;
   auto* contribute = app.add_subcommand("contribute", "Upload a dataset recorded elsewhere to a hub, signed with your Ed25519 key");
+  contribute->footer(
+      "Every shard is checked here first, with the hub's own rules; a refusal (here or from the hub) names the file "
+      "and the reason in one line. The hub stores each shard once, by content: a shard it already holds is not "
+      "credited again.\n"
+      "Exit status: 0 new data stored and credited to you; 3 nothing new credited (the hub already holds every "
+      "shard); 1 refused or failed (local check, hub, network); 2 a file is not a valid diode shard or dataset.");
   contribute->add_option("file", co.file, "Dataset file or directory")->required();
   contribute->add_option("--hub", co.hub, "Hub URL (https://, or http:// to loopback: the token must not travel in clear)")
       ->required();
@@ -212,20 +314,53 @@ void register_hub_commands(CLI::App& app) {
     if (token.empty()) throw std::invalid_argument("no token: give --token, --token-file or DIODE_HUB_TOKEN");
     std::string name = co.name;
     if (name.empty()) name = std::getenv("USER") ? std::getenv("USER") : "contributor";
-    // Validate locally first: a bad dataset should fail here, not at the hub.
-    Dataset d = load_dataset(co.file);
+    // Validate locally first, with the hub's checks: a bad shard fails here,
+    // before any byte is sent, naming its file.
+    std::vector<std::string> origins;
+    Dataset d = load_dataset(co.file, &origins);
+    if (d.shards.empty()) throw std::runtime_error("contribution refused before upload: " + co.file + ": no shards");
+    const uint64_t now = now_ms();
+    for (size_t i = 0; i < d.shards.size(); ++i) {
+      try {
+        hub::admit_decoded(d.shards[i], wire::encode(d.shards[i]), hub::Source::community, now);
+      } catch (const hub::Rejection& e) {
+        throw std::runtime_error("contribution refused before upload: " + origins[i] + ": shard " + d.shards[i].id +
+                                 ": " + e.what());
+      }
+    }
     std::string body = gz::compress(wire::encode(d));
-    auto headers = hub::sign_contribution(io::read_file(co.key, 64 * 1024), name, body, now_ms());
+    auto headers = hub::sign_contribution(io::read_file(co.key, 64 * 1024), name, body, now);
     headers["Authorization"] = "Bearer " + token;
     headers["Content-Type"] = "application/gzip";
     hub::UploadProgressPrinter printer(std::cerr);
     hub::UploadProgress progress;
     if (!co.quiet) progress = [&printer](uint64_t sent, uint64_t total) { printer(sent, total); };
     auto r = hub::http_post(hub::join_url(hub_url, "/v1/contributions"), body, headers, 1u << 20, progress);
-    if (r.status != 200 && r.status != 201) throw std::runtime_error("contribution refused: " + http_error(r));
-    auto j = nlohmann::json::parse(r.body);
-    std::cout << "contribution " << j.value("id", "?") << " " << j.value("status", "?") << ": " << d.shards.size()
-              << " shards, " << d.record_count() << " records of " << d.hardware_key << "\n";
+    if (r.status != 200 && r.status != 201) throw std::runtime_error(explain_refusal(r, co.file, d, origins));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(r.body);
+    } catch (const std::exception&) {
+      throw std::runtime_error("the hub answered HTTP " + std::to_string(r.status) + " with a body that is not JSON");
+    }
+    auto count = [&](const char* k, uint64_t dflt) {
+      return j.contains(k) && j[k].is_number_unsigned() ? j[k].get<uint64_t>() : dflt;
+    };
+    // The contribution id is the hex SHA-256 of the body: print nothing else a hub might put there.
+    std::string id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>() : "";
+    if (id.size() != 64 || id.find_first_not_of("0123456789abcdef") != std::string::npos) id = "?";
+    if (r.status == 200) {
+      // "duplicate": either this exact upload was stored before, or every shard in it was.
+      std::cout << "contribution " << id << " duplicate: nothing new credited: all " << count("shards", d.shards.size())
+                << " shards (" << d.record_count() << " records of " << d.hardware_key
+                << ") are already stored on the hub\n";
+      std::cout.flush();
+      throw CLI::RuntimeError(3);
+    }
+    const uint64_t stored = count("stored", d.shards.size()), dup = count("duplicate", 0);
+    std::cout << "contribution " << id << " stored: " << stored << " new shards credited to " << name << "; " << dup
+              << " already on the hub; " << d.shards.size() << " shards, " << d.record_count() << " records of "
+              << d.hardware_key << "\n";
   });
 }
 

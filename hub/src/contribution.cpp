@@ -1,6 +1,8 @@
 #include "contribution.h"
 
+#include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "diode/bundle/crypto.h"
 #include "diode/dataset.h"
@@ -118,12 +120,96 @@ VerifiedContribution verify_contribution(const std::map<std::string, std::string
   for (size_t i = 0; i < d.shards.size(); ++i) {
     try {
       v.shards.push_back(admit_decoded(d.shards[i], wire::encode(d.shards[i]), Source::community, now_ms, rules));
+      v.shards.back().id = community_catalog_id(d.shards[i].id, d.shards[i].sha256);
     } catch (const Rejection& r) {
       throw Rejection(r.code, "dataset.shards[" + std::to_string(i) + "]: " + r.what());
     }
     v.records += d.shards[i].records.size();
   }
   return v;
+}
+
+std::string community_catalog_id(const std::string& wire_id, const Sha256Digest& sha256) {
+  return wire_id + "@" + to_hex(sha256);
+}
+
+void match_stored_shards(const Store& store, VerifiedContribution& v) {
+  for (auto& s : v.shards) {
+    const auto at = s.id.rfind('@');
+    if (at == std::string::npos) continue;
+    const std::string wire_id = s.id.substr(0, at);
+    if (auto row = store.shard(wire_id); row && row->sha256_hex == to_hex(s.sha256)) s.id = wire_id;
+  }
+}
+
+std::string key_fingerprint(const std::string& public_key_hex) {
+  return "ed25519:" + public_key_hex.substr(0, 16);
+}
+
+nlohmann::json contributors_from_rows(const nlohmann::json& rows) {
+  struct Agg {
+    std::string name, key;
+    std::set<std::string> hardware;
+    uint64_t contributions = 0, shards = 0, records = 0, first_ms = UINT64_MAX, last_ms = 0;
+  };
+  // One contributor is one key; a key's rows all carry its bound name, but an
+  // older store may hold rows of one key under two names: both are listed.
+  std::map<std::pair<std::string, std::string>, Agg> by;
+  for (const auto& r : rows) {
+    const std::string key = r.value("contributor_key", ""), name = r.value("contributor_name", "");
+    auto& a = by[{key, name}];
+    a.key = key;
+    a.name = name;
+    if (r.contains("hardware_key")) a.hardware.insert(r["hardware_key"].get<std::string>());
+    a.contributions++;
+    a.shards += r.value("shards", uint64_t{0});
+    a.records += r.value("records", uint64_t{0});
+    const uint64_t t = r.value("received_ms", uint64_t{0});
+    a.first_ms = std::min(a.first_ms, t);
+    a.last_ms = std::max(a.last_ms, t);
+  }
+  std::vector<const Agg*> list;
+  for (const auto& [k, a] : by) list.push_back(&a);
+  std::stable_sort(list.begin(), list.end(), [](const Agg* x, const Agg* y) { return x->last_ms > y->last_ms; });
+  nlohmann::json out = nlohmann::json::array();
+  uint64_t shards = 0, records = 0;
+  for (const Agg* a : list) {
+    shards += a->shards;
+    records += a->records;
+    if (out.size() >= kMaxContributorsListed) continue;
+    out.push_back({{"name", a->name},
+                   {"public_key", a->key},
+                   {"fingerprint", key_fingerprint(a->key)},
+                   {"hardware_keys", std::vector<std::string>(a->hardware.begin(), a->hardware.end())},
+                   {"contributions", a->contributions},
+                   {"shards", a->shards},
+                   {"records", a->records},
+                   {"first_contribution_ms", a->first_ms == UINT64_MAX ? 0 : a->first_ms},
+                   {"last_contribution_ms", a->last_ms}});
+  }
+  return {{"contributors", out},
+          {"truncated", list.size() > kMaxContributorsListed},
+          {"credited_shards", shards},
+          {"credited_records", records}};
+}
+
+nlohmann::json contributors_summary(const Store& store, const std::string& hardware_key) {
+  nlohmann::json rows = nlohmann::json::array();
+  uint64_t community_shards = 0, community_records = 0;
+  for (const auto& h : store.hardware()) {
+    if (!hardware_key.empty() && h.key != hardware_key) continue;
+    community_shards += h.community_shards;
+    community_records += h.community_records;
+    for (auto& r : store.contributions(h.key)) {
+      r["hardware_key"] = h.key;
+      rows.push_back(std::move(r));
+    }
+  }
+  auto out = contributors_from_rows(rows);
+  out["community_shards"] = community_shards;
+  out["community_records"] = community_records;
+  if (!hardware_key.empty()) out["hardware_key"] = hardware_key;
+  return out;
 }
 
 }  // namespace diode::hub

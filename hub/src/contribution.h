@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,35 @@ struct VerifiedContribution {
   std::vector<IncomingShard> shards;
   uint64_t records = 0;
 };
+
+// Shard identity of community data. A shard's wire id is chosen by whoever
+// wrote it and is not unique across files or contributors: the collector
+// writes every part of one resumed seed under the same id (the committed
+// datasets/ hold up to ten parts of "dataset-mix2/2026112512"). So the hub
+// stores a community shard under a content-addressed catalog id,
+// "<wire id>@<sha256 hex>": two different shards never collide, the same
+// shard uploaded again (in any file, by anyone) is a duplicate, and no
+// contributor can take a fleet shard's id. The wire bytes are stored
+// unchanged; exports carry the shards' own ids.
+std::string community_catalog_id(const std::string& wire_id, const Sha256Digest& sha256);
+
+// Shards the store already holds under their wire id with the same content
+// (a fleet shard, or a community shard stored before catalog ids were
+// content-addressed) keep that id, so the store counts them as duplicates
+// and nobody is credited for re-packed data. Call after verify_contribution.
+void match_stored_shards(const Store& store, VerifiedContribution& v);
+
+// GET /v1/contributors: every contributor with credited data (of one hardware
+// key, or of all when hardware_key is empty), most recent first, each with
+// its key fingerprint, name, contributions, shards, records and the time of
+// its last contribution; at most kMaxContributorsListed (then "truncated").
+inline constexpr size_t kMaxContributorsListed = 1000;
+nlohmann::json contributors_summary(const Store& store, const std::string& hardware_key);
+// The same summary from Store::contributions() rows (as in the stats'
+// "contributions"), for clients that already hold them.
+nlohmann::json contributors_from_rows(const nlohmann::json& rows);
+// "ed25519:" and the first 16 hex digits of a contributor key.
+std::string key_fingerprint(const std::string& public_key_hex);
 
 // Server side: checks the signature, the clock window, and every shard.
 // Throws Rejection with code bad_signature | bad_request | invalid_shard | unknown_hardware.

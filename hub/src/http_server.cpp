@@ -5,16 +5,23 @@
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <sstream>
 
 #include "contribution.h"
+#include "page.h"
 #include "diode/bundle/registry.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
@@ -51,8 +58,11 @@ using Clock = std::chrono::steady_clock;
 // library give up on the request; nothing is buffered beyond one recv.
 class GuardedStream final : public httplib::Stream {
  public:
-  GuardedStream(int sock, const HttpOptions& o, const std::atomic<bool>& stopping)
-      : sock_(sock), o_(o), stopping_(stopping), accepted_(Clock::now()) {
+  // `prefill`: bytes already read from the socket (the request head, read by
+  // GuardedServer's head reader); served before anything more is received.
+  GuardedStream(int sock, const HttpOptions& o, const std::atomic<bool>& stopping,
+                Clock::time_point accepted = Clock::now(), std::string prefill = {})
+      : sock_(sock), o_(o), stopping_(stopping), accepted_(accepted), pre_(std::move(prefill)) {
     deadline_ = accepted_ + std::chrono::milliseconds(o.header_timeout_ms);
     budget_ = o.max_header_bytes;
   }
@@ -70,10 +80,22 @@ class GuardedStream final : public httplib::Stream {
   bool timed_out() const { return timed_out_; }
   bool over_budget() const { return over_budget_; }
 
-  bool is_readable() const override { return pos_ < len_ || wait(POLLIN, deadline_); }
+  bool is_readable() const override { return pos_ < len_ || pre_pos_ < pre_.size() || wait(POLLIN, deadline_); }
+  // True once the client has closed or reset its side (checked without waiting).
+  bool peer_gone() const {
+    pollfd p{sock_, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  }
   bool is_writable() const override { return wait(POLLOUT, write_deadline()); }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (pos_ == len_ && pre_pos_ < pre_.size()) {
+      const size_t n = std::min(sizeof buf_, pre_.size() - pre_pos_);
+      std::memcpy(buf_, pre_.data() + pre_pos_, n);
+      pre_pos_ += n;
+      pos_ = 0;
+      len_ = n;
+    }
     if (pos_ == len_) {
       if (!wait(POLLIN, deadline_)) {
         timed_out_ = true;
@@ -98,7 +120,9 @@ class GuardedStream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (!wait(POLLOUT, write_deadline())) {
+    // A client that reads nothing for write_idle_timeout_ms is dropped: it
+    // would hold a worker (and an export slot) until the response deadline.
+    if (!wait(POLLOUT, std::min(write_deadline(), Clock::now() + std::chrono::milliseconds(o_.write_idle_timeout_ms)))) {
       timed_out_ = true;
       return -1;
     }
@@ -155,30 +179,31 @@ class GuardedStream final : public httplib::Stream {
   size_t budget_ = 0, used_ = 0;
   char buf_[16384];
   size_t pos_ = 0, len_ = 0;
+  std::string pre_;
+  size_t pre_pos_ = 0;
   bool timed_out_ = false, over_budget_ = false, body_pending_ = false;
 };
 
 // The stream of the request this thread is serving: pre_route() and the
 // upload handler run on the connection's thread, inside process_request().
 thread_local GuardedStream* tl_stream = nullptr;
-// Set by BoundedPool while it runs a connection on the accepting thread only to
-// refuse it.
-thread_local bool tl_refuse = false;
-
-// A thread pool that never queues: a connection gets a free worker at once, or
-// is refused. A queue is what slow clients fill to starve everyone else.
+// A thread pool that never queues: a request whose head is complete gets a
+// free worker at once, or is refused. A queue is what slow clients fill to
+// starve everyone else. The library hands it every accepted connection
+// (enqueue): that runs on the accepting thread and only parks the connection
+// with the head reader (GuardedServer::process_and_close_socket).
 class BoundedPool final : public httplib::TaskQueue {
  public:
   BoundedPool(unsigned threads, std::atomic<unsigned>& active) : pool_(threads), max_(threads), active_(active) {}
-  void enqueue(std::function<void()> fn) override {
+  void enqueue(std::function<void()> fn) override { fn(); }
+  // Runs fn on a free worker; false (nothing run) when all are busy.
+  bool try_run(std::function<void()> fn) {
     if (active_.fetch_add(1) >= max_) {
       active_.fetch_sub(1);
-      tl_refuse = true;  // fn is process_and_close_socket(sock): it answers 503 and closes
-      fn();
-      tl_refuse = false;
-      return;
+      return false;
     }
     pool_.enqueue(std::move(fn));
+    return true;
   }
   void shutdown() override { pool_.shutdown(); }
 
@@ -195,26 +220,154 @@ class BoundedPool final : public httplib::TaskQueue {
 class GuardedServer final : public httplib::Server {
  public:
   GuardedServer(const HttpOptions& o, Metrics& m) : o_(o), metrics_(m) {
-    new_task_queue = [this] { return new BoundedPool(o_.threads, active_); };
+    new_task_queue = [this] {
+      auto* p = new BoundedPool(o_.threads, active_);
+      pool_ = p;
+      return p;
+    };
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) throw std::runtime_error("eventfd failed");
+    reader_ = std::thread([this] { read_heads(); });
   }
-  void begin_stop() { stopping_ = true; }
+  ~GuardedServer() override {
+    begin_stop();
+    ::close(wake_fd_);
+  }
+  // Stops the head reader (closing the connections it holds) and makes
+  // connections blocked on slow clients give up; call before stop().
+  void begin_stop() {
+    stopping_ = true;
+    wake();
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (reader_.joinable()) reader_.join();
+    pool_ = nullptr;
+  }
 
  private:
+  struct Parked {
+    int fd;
+    Clock::time_point accepted;
+    std::string head;
+  };
+
+  void wake() {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+
+  void refuse_busy(int sock) {
+    static const std::string body = "{\"error\": \"busy\", \"message\": \"too many connections; retry later\"}\n";
+    static const std::string busy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    (void)::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    metrics_.reject("http_busy");
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
+
+  void close_parked(int sock) {
+    ::close(sock);
+    open_.fetch_sub(1);
+  }
+
+  // On the accepting thread, for every accepted connection: hand it to the
+  // head reader (or refuse it: max_connections open, or stopping).
   bool process_and_close_socket(socket_t sock) override {
-    if (tl_refuse) {
-      static const std::string body = "{\"error\": \"busy\", \"message\": \"too many connections; retry later\"}\n";
-      static const std::string busy =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-          "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-      (void)::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      metrics_.reject("http_busy");
-      ::shutdown(sock, SHUT_RDWR);
-      ::close(sock);
+    if (stopping_) {
+      refuse_busy(sock);
       return false;
     }
+    if (open_.fetch_add(1) >= o_.max_connections) {
+      open_.fetch_sub(1);
+      refuse_busy(sock);
+      return false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(incoming_mu_);
+      incoming_.push_back({sock, Clock::now(), {}});
+    }
+    wake();
+    return true;
+  }
+
+  // One thread polls every connection whose request head is not complete
+  // yet: a connection costs a worker only once its head is in (or its head
+  // budget is used up, which the worker then refuses), and is closed at the
+  // header deadline otherwise.
+  void read_heads() {
+    std::vector<Parked> conns;
+    std::vector<pollfd> fds;
+    const auto head_time = std::chrono::milliseconds(o_.header_timeout_ms);
+    while (!stopping_) {
+      {
+        std::lock_guard<std::mutex> lock(incoming_mu_);
+        for (auto& c : incoming_) conns.push_back(std::move(c));
+        incoming_.clear();
+      }
+      fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+      for (const auto& c : conns) fds.push_back(pollfd{c.fd, POLLIN, 0});
+      const int r = ::poll(fds.data(), fds.size(), 100);
+      if (r < 0 && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (fds[0].revents & POLLIN) {
+        uint64_t v;
+        (void)!::read(wake_fd_, &v, sizeof v);
+      }
+      const auto now = Clock::now();
+      size_t keep = 0;
+      for (size_t i = 0; i < conns.size(); ++i) {
+        Parked& c = conns[i];
+        int verdict = 0;  // 0: keep waiting, 1: to a worker, -1: close
+        if (r > 0 && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+          char buf[16384];
+          const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+          if (n > 0) {
+            const size_t from = c.head.size() >= 3 ? c.head.size() - 3 : 0;
+            c.head.append(buf, static_cast<size_t>(n));
+            if (c.head.find("\r\n\r\n", from) != std::string::npos || c.head.find("\n\n", from) != std::string::npos ||
+                c.head.size() > o_.max_header_bytes)
+              verdict = 1;
+          } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            verdict = -1;
+          }
+        }
+        if (verdict == 0 && now - c.accepted >= head_time) {
+          metrics_.reject("http_timeout");
+          verdict = -1;
+        }
+        if (verdict == 1) {
+          dispatch(std::move(c));
+        } else if (verdict < 0) {
+          close_parked(c.fd);
+        } else {
+          if (keep != i) conns[keep] = std::move(c);
+          ++keep;
+        }
+      }
+      conns.resize(keep);
+    }
+    for (auto& c : conns) close_parked(c.fd);
+    std::lock_guard<std::mutex> lock(incoming_mu_);
+    for (auto& c : incoming_) close_parked(c.fd);
+    incoming_.clear();
+  }
+
+  void dispatch(Parked c) {
+    BoundedPool* pool = pool_;
+    const int fd = c.fd;
+    if (!pool || !pool->try_run([this, fd, accepted = c.accepted, head = std::move(c.head)]() mutable {
+          serve(fd, accepted, std::move(head));
+        })) {
+      refuse_busy(fd);
+      open_.fetch_sub(1);
+    }
+  }
+
+  // On a worker: the request whose head the reader collected.
+  void serve(int sock, Clock::time_point accepted, std::string head) {
     bool ok = false;
     {
-      GuardedStream strm(sock, o_, stopping_);
+      GuardedStream strm(sock, o_, stopping_, accepted, std::move(head));
       tl_stream = &strm;
       bool closed = false;
       try {
@@ -230,9 +383,10 @@ class GuardedServer final : public httplib::Server {
       // discarding, for a bounded time.
       if (strm.body_pending()) linger(sock);
     }
+    (void)ok;
     ::close(sock);
     active_.fetch_sub(1);
-    return ok;
+    open_.fetch_sub(1);
   }
 
   void linger(int sock) {
@@ -249,8 +403,14 @@ class GuardedServer final : public httplib::Server {
 
   const HttpOptions& o_;
   Metrics& metrics_;
-  std::atomic<unsigned> active_{0};
+  std::atomic<unsigned> active_{0};  // requests on workers
+  std::atomic<unsigned> open_{0};    // connections held: waiting for their head or on a worker
   std::atomic<bool> stopping_{false};
+  std::atomic<BoundedPool*> pool_{nullptr};
+  int wake_fd_ = -1;
+  std::mutex incoming_mu_, stop_mu_;
+  std::vector<Parked> incoming_;
+  std::thread reader_;
 };
 
 namespace {
@@ -262,6 +422,120 @@ bool include_community(const httplib::Request& req) {
   if (v == "include") return true;
   if (v == "exclude") return false;
   throw std::invalid_argument("community must be include or exclude");
+}
+
+// One of HttpOptions::max_exports export slots, freed when the last owner (the
+// handler or the streaming state) lets go.
+struct ExportSlot {
+  std::shared_ptr<std::atomic<unsigned>> active;
+  ~ExportSlot() { active->fetch_sub(1); }
+};
+
+void put_be(std::string& o, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) o += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// The msgpack head of a "dataset" message (wire::encode(Dataset), shortest
+// forms): envelope, hardware key, the shards array; then bin_head + bytes per shard.
+std::string dataset_head(const std::string& hw, size_t shards) {
+  std::string o = "\x94\xa5" "diode";
+  o += static_cast<char>(wire::kVersion);  // a positive fixint
+  o += "\xa7" "dataset\x92";
+  if (hw.size() < 32) {
+    o += static_cast<char>(0xa0 | hw.size());
+  } else {
+    o += '\xd9';
+    o += static_cast<char>(hw.size());
+  }
+  o += hw;
+  if (shards < 16) {
+    o += static_cast<char>(0x90 | shards);
+  } else if (shards <= 0xffff) {
+    o += '\xdc';
+    put_be(o, shards, 2);
+  } else {
+    o += '\xdd';
+    put_be(o, shards, 4);
+  }
+  return o;
+}
+
+std::string bin_head(size_t n) {
+  std::string o;
+  if (n <= 0xff) {
+    o += '\xc4';
+    put_be(o, n, 1);
+  } else if (n <= 0xffff) {
+    o += '\xc5';
+    put_be(o, n, 2);
+  } else {
+    o += '\xc6';
+    put_be(o, n, 4);
+  }
+  return o;
+}
+
+// gzip, streamed: bounded memory whatever the input size.
+class GzipStream {
+ public:
+  GzipStream() {
+    if (deflateInit2(&z_, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      throw std::runtime_error("deflateInit2 failed");
+  }
+  ~GzipStream() { deflateEnd(&z_); }
+  GzipStream(const GzipStream&) = delete;
+  GzipStream& operator=(const GzipStream&) = delete;
+  // Compresses `in` (finish: and ends the stream), giving the output to `out`
+  // in pieces; false as soon as `out` fails.
+  template <class Out>
+  bool write(std::string_view in, bool finish, Out&& out) {
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z_.avail_in = static_cast<uInt>(in.size());
+    char buf[65536];
+    do {
+      z_.next_out = reinterpret_cast<Bytef*>(buf);
+      z_.avail_out = sizeof buf;
+      if (deflate(&z_, finish ? Z_FINISH : Z_NO_FLUSH) == Z_STREAM_ERROR) return false;
+      const size_t n = sizeof buf - z_.avail_out;
+      if (n > 0 && !out(buf, n)) return false;
+    } while (z_.avail_out == 0);
+    return true;
+  }
+
+ private:
+  z_stream z_{};
+};
+
+// Normalises the byte ranges of a file of `size` bytes in place: absolute,
+// sorted, overlapping and adjacent ones merged. False if none is satisfiable
+// or more than max_ranges disjoint ones remain (416): a response can then
+// never exceed the file plus the part headers of max_ranges parts.
+bool coalesce_ranges(httplib::Ranges& ranges, uint64_t size, unsigned max_ranges) {
+  std::vector<std::pair<uint64_t, uint64_t>> iv;  // [first, last]
+  for (const auto& [a, b] : ranges) {
+    if (size == 0) break;
+    uint64_t first, last;
+    if (a < 0) {  // suffix: the last b bytes
+      if (b <= 0) continue;
+      first = static_cast<uint64_t>(b) >= size ? 0 : size - static_cast<uint64_t>(b);
+      last = size - 1;
+    } else {
+      first = static_cast<uint64_t>(a);
+      last = (b < 0 || static_cast<uint64_t>(b) >= size) ? size - 1 : static_cast<uint64_t>(b);
+      if (first >= size || first > last) continue;
+    }
+    iv.emplace_back(first, last);
+  }
+  std::sort(iv.begin(), iv.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& r : iv) {
+    if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  if (merged.empty() || merged.size() > max_ranges) return false;
+  ranges.clear();
+  for (const auto& [f, l] : merged) ranges.emplace_back(static_cast<ssize_t>(f), static_cast<ssize_t>(l));
+  return true;
 }
 
 }  // namespace
@@ -284,7 +558,9 @@ HttpServer::HttpServer(HttpOptions opts, Store& store, Committer& committer, Met
       metrics_(metrics),
       gauges_(std::move(gauges)),
       guarded_(std::make_unique<GuardedServer>(opts_, metrics_)),
-      svr_(*guarded_) {
+      svr_(*guarded_),
+      export_limiter_(opts_.export_rate_per_s, opts_.export_burst),
+      contribution_limiter_(opts_.contribution_rate_per_s, opts_.contribution_burst) {
   routes();
 }
 
@@ -294,6 +570,19 @@ void HttpServer::start() {
   // Also enforced by pre_route() and the upload handler, before reading; this
   // is the library's own check, kept as a second line.
   svr_.set_payload_max_length(opts_.max_body_bytes);
+  // Every connection is a file descriptor, held until its head deadline:
+  // allow as many as the hard limit does.
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  // The library listens with a backlog of 5: a burst of connections overflows
+  // it and clients wait out SYN retransmits (1 s, 3 s...). Remember the
+  // listening socket to listen() again, which on Linux sets the new backlog.
+  svr_.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   if (opts_.port == 0) {
     port_ = svr_.bind_to_any_port(opts_.host);
     if (port_ <= 0) throw std::runtime_error("cannot bind HTTP on " + opts_.host);
@@ -303,6 +592,8 @@ void HttpServer::start() {
                                " (in use or not permitted)");
     port_ = opts_.port;
   }
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, opts_.listen_backlog) != 0)
+    spdlog::warn("http: cannot raise the listen backlog to {}: {}", opts_.listen_backlog, std::strerror(errno));
   thread_ = std::thread([this] {
     svr_.listen_after_bind();
     listen_done_ = true;
@@ -338,11 +629,25 @@ bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res)
   return ok;
 }
 
-void HttpServer::serve_model_file(const std::string& path, httplib::Response& res) const {
+void HttpServer::serve_model_file(const httplib::Request& req, const std::string& path, httplib::Response& res) const {
   struct stat sb {};
   // lstat: never follow a symlink planted in the registry out of it.
   if (::lstat(path.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return error(res, 404, "not_found", "no such file");
   if (static_cast<uint64_t>(sb.st_size) > opts_.max_body_bytes) return error(res, 500, "internal", "file too large");
+  if (!req.ranges.empty()) {
+    // The library answers every range asked for, overlapping or repeated: a
+    // request of 1.6 KB could make a response of thousands of times the file.
+    // The Request is ours (the library's, non-const) until the response is written.
+    auto& ranges = const_cast<httplib::Request&>(req).ranges;
+    if (!coalesce_ranges(ranges, static_cast<uint64_t>(sb.st_size), opts_.max_ranges)) {
+      ranges.clear();
+      metrics_.reject("bad_range");
+      res.set_header("Content-Range", "bytes */" + std::to_string(sb.st_size));
+      return error(res, 416, "range_not_satisfiable",
+                   "no satisfiable range, or more than " + std::to_string(opts_.max_ranges) +
+                       " disjoint ranges after merging overlapping ones");
+    }
+  }
   const bool is_json = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   res.set_content(io::read_file(path, opts_.max_body_bytes), is_json ? "application/json" : "application/octet-stream");
 }
@@ -365,11 +670,30 @@ void HttpServer::routes() {
 
   svr_.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     auto t = store_.totals();
-    json(res, {{"status", "ok"}, {"shards", t.shards}, {"records", t.records}});
+    const auto corrupt = store_.corrupt_shards();
+    nlohmann::json j{{"status", corrupt.empty() ? "ok" : "degraded"}, {"shards", t.shards}, {"records", t.records}};
+    if (!corrupt.empty()) {
+      // Found by reads since start; the exports skip them. Named (at most 20) so an operator can act.
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& [id, why] : corrupt) {
+        if (list.size() == 20) break;
+        list.push_back({{"id", id}, {"error", why.substr(0, 200)}});
+      }
+      j["corrupt_shards"] = list;
+      j["corrupt_shard_count"] = corrupt.size();
+      j["repair"] = "stop the hub, then: diode hub fsck --data <store> --repair (docs/testing.md, Hostile client faults)";
+    }
+    json(res, j);
   });
 
   svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(gauges_), "text/plain; version=0.0.4");
+    std::ostringstream o;
+    write_metric(o, "diode_hub_corrupt_shards", "gauge",
+                 "Shards found corrupted on disk since start (skipped by exports; diode hub fsck --repair).",
+                 store_.corrupt_shards().size());
+    write_metric(o, "diode_hub_exports_active", "gauge", "Dataset exports being streamed now.",
+                 exports_active_->load());
+    res.set_content(metrics_.render(gauges_) + o.str(), "text/plain; version=0.0.4");
   });
 
   svr_.Get("/v1/hardware", [this](const httplib::Request&, httplib::Response& res) {
@@ -385,10 +709,19 @@ void HttpServer::routes() {
     json(res, {{"hardware", out}});
   });
 
+  svr_.Get("/v1/contributors", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string hw = req.get_param_value("hardware");  // optional: contribution.h
+    if (!hw.empty() && !is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
+    json(res, contributors_summary(store_, hw));
+  });
+
   svr_.Get(R"(/v1/datasets/([^/]+)/stats)", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string hw = req.matches[1];
+    if (!export_admitted(req, res)) return;
     if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
     if (!store_.hardware(hw)) return error(res, 404, "not_found", "no data for hardware " + hw);
+    auto slot = export_slot(res);  // it decodes the whole dataset: one of the export slots
+    if (!slot) return;
     std::vector<std::string> sources;
     const bool community = include_community(req);
     Dataset d = store_.dataset(hw, community, &sources);
@@ -399,12 +732,10 @@ void HttpServer::routes() {
 
   svr_.Get(R"(/v1/datasets/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string hw = req.matches[1];
+    if (!export_admitted(req, res)) return;
     if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
     if (!store_.hardware(hw)) return error(res, 404, "not_found", "no data for hardware " + hw);
-    Dataset d = store_.dataset(hw, include_community(req));
-    res.set_header("X-Diode-Shards", std::to_string(d.shards.size()));
-    res.set_header("X-Diode-Records", std::to_string(d.record_count()));
-    res.set_content(gz::compress(wire::encode(d)), "application/gzip");
+    export_dataset(req, res, hw);
   });
 
   // Runs once the request line and headers are in, before any body byte is
@@ -466,7 +797,7 @@ void HttpServer::routes() {
   svr_.Get(R"(/v1/models/([^/]+)/index)", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string hw = req.matches[1];
     if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
-    serve_model_file(store_.dir() + "/models/" + hw + "/index.json", res);
+    serve_model_file(req, store_.dir() + "/models/" + hw + "/index.json", res);
   });
 
   svr_.Get(R"(/v1/models/([^/]+)/([^/]+)/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -474,8 +805,11 @@ void HttpServer::routes() {
     if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
     if (!valid_model_version(version)) return error(res, 400, "bad_request", "version must be digits");
     if (!valid_model_file(file)) return error(res, 400, "bad_request", "file must be [A-Za-z0-9._-], no '..'");
-    serve_model_file(store_.dir() + "/models/" + hw + "/" + version + "/" + file, res);
+    serve_model_file(req, store_.dir() + "/models/" + hw + "/" + version + "/" + file, res);
   });
+
+  // GET / (the page) and GET /v1/summary: page.cpp.
+  register_page_routes(svr_, store_);
 }
 
 bool HttpServer::pre_route(const httplib::Request& req, httplib::Response& res) {
@@ -483,7 +817,12 @@ bool HttpServer::pre_route(const httplib::Request& req, httplib::Response& res) 
   const bool has_length = req.has_header("Content-Length");
   const bool has_te = req.has_header("Transfer-Encoding");
   if (s) s->expect_body(has_te || (has_length && req.get_header_value("Content-Length") != "0"));
-  if (req.method == "GET" || req.method == "HEAD") return true;  // bodies of reads are never read
+  if (req.method == "GET" || req.method == "HEAD") {
+    // Byte ranges only for model files (serve_model_file bounds them); elsewhere the whole answer.
+    if (!req.ranges.empty() && req.path.rfind("/v1/models/", 0) != 0)
+      const_cast<httplib::Request&>(req).ranges.clear();
+    return true;  // bodies of reads are never read
+  }
   if (req.method != "POST" || req.path != "/v1/contributions") {
     // Refused before the library would read a body into memory for nothing.
     error(res, req.method == "POST" ? 404 : 405, req.method == "POST" ? "not_found" : "method_not_allowed",
@@ -544,6 +883,14 @@ void HttpServer::contribute(const httplib::Request& req, const std::string& body
     const int status = (r.code == "invalid_shard" || r.code == "unknown_hardware") ? 422 : 400;
     return error(res, status, r.code, r.what());
   }
+  // Per contributor key, once the signature has proved the key (rate_limit.h).
+  if (int retry = 1; !contribution_limiter_.allow(v.info.contributor_key, &retry)) {
+    metrics_.reject("rate_limited");
+    res.set_header("Retry-After", std::to_string(retry));
+    return error(res, 429, "rate_limited",
+                 "too many contributions from this key; retry in " + std::to_string(retry) + " s");
+  }
+  match_stored_shards(store_, v);  // content-addressed community ids: contribution.h
   // First use binds a name to its key (docs/api.md): checked here to answer
   // early, and again inside the commit, which decides races between two
   // first uses.
@@ -626,6 +973,119 @@ void HttpServer::contribute(const httplib::Request& req, const std::string& body
         {"duplicate", out["duplicate"]},
         {"records", v.records}},
        201);
+}
+
+bool HttpServer::export_admitted(const httplib::Request& req, httplib::Response& res) {
+  if (!opts_.read_token.empty()) {
+    const std::string h = req.get_header_value("Authorization");
+    auto is = [&](const std::string& want) {
+      return !want.empty() && h.size() == 7 + want.size() && h.compare(0, 7, "Bearer ") == 0 &&
+             CRYPTO_memcmp(h.data() + 7, want.data(), want.size()) == 0;
+    };
+    if (is(opts_.read_token) || is(opts_.write_token)) return true;
+    res.set_header("WWW-Authenticate", "Bearer");
+    error(res, 401, "unauthorized", "dataset exports need the read token (Authorization: Bearer ...)");
+    return false;
+  }
+  int retry = 1;
+  if (export_limiter_.allow(req.remote_addr, &retry)) return true;
+  metrics_.reject("rate_limited");
+  res.set_header("Retry-After", std::to_string(retry));
+  error(res, 429, "rate_limited", "too many dataset exports from this address; retry in " + std::to_string(retry) + " s");
+  return false;
+}
+
+std::shared_ptr<void> HttpServer::export_slot(httplib::Response& res) {
+  if (exports_active_->fetch_add(1) >= opts_.max_exports) {
+    exports_active_->fetch_sub(1);
+    metrics_.reject("exports_busy");
+    res.set_header("Retry-After", "5");
+    error(res, 503, "busy", std::to_string(opts_.max_exports) + " dataset exports are running; retry later");
+    return nullptr;
+  }
+  auto slot = std::make_shared<ExportSlot>();
+  slot->active = exports_active_;
+  return slot;
+}
+
+// Streams the dataset message, gzip-compressed, shard by shard from the
+// segments: memory is one shard and the compressor's, whatever the dataset's
+// size. First every shard is read back and verified (one at a time) so that a
+// corrupted one is left out - the message states its shard count up front -
+// and reported (Store::note_corrupt: /healthz, /metrics). Stops when the
+// client goes away: the sink's write fails, the export slot is freed.
+void HttpServer::export_dataset(const httplib::Request& req, httplib::Response& res, const std::string& hw) {
+  auto slot = export_slot(res);
+  if (!slot) return;
+  metrics_.export_started();
+  struct State {
+    std::shared_ptr<void> slot;
+    std::vector<ShardRow> rows;
+    std::string head;
+    size_t next = 0;
+    bool started = false, finished = false, cancelled = false;
+    GzipStream gz;
+  };
+  auto st = std::make_shared<State>();
+  st->slot = std::move(slot);
+  uint64_t records = 0;
+  size_t skipped = 0;
+  GuardedStream* s = tl_stream;
+  for (auto& row : store_.shards(hw, include_community(req))) {
+    if (s && s->peer_gone()) {
+      metrics_.export_cancelled();
+      return error(res, 400, "bad_request", "client went away");
+    }
+    try {
+      records += store_.read_verified(row).records.size();
+      st->rows.push_back(std::move(row));
+    } catch (const std::exception& e) {
+      store_.note_corrupt(row, e.what());
+      ++skipped;
+    }
+  }
+  st->head = dataset_head(hw, st->rows.size());
+  res.set_header("X-Diode-Shards", std::to_string(st->rows.size()));
+  res.set_header("X-Diode-Records", std::to_string(records));
+  if (skipped > 0) res.set_header("X-Diode-Skipped-Shards", std::to_string(skipped));
+  const Store* store = &store_;
+  Metrics* metrics = &metrics_;
+  auto cancel = [st, metrics] {
+    if (!st->cancelled && !st->finished) {
+      st->cancelled = true;
+      metrics->export_cancelled();
+    }
+    return false;
+  };
+  res.set_chunked_content_provider(
+      "application/gzip",
+      [st, store, cancel](size_t, httplib::DataSink& sink) {
+        auto out = [&sink](const char* d, size_t n) { return sink.write(d, n); };
+        if (!st->started) {
+          st->started = true;
+          return st->gz.write(st->head, false, out) ? true : cancel();
+        }
+        if (st->next < st->rows.size()) {
+          const ShardRow& row = st->rows[st->next++];
+          std::string bytes;
+          try {
+            bytes = store->read_bytes(row);
+          } catch (const std::exception& e) {
+            // Verified a moment ago; the count is sent: all we can do is cut the response.
+            store->note_corrupt(row, e.what());
+            return cancel();
+          }
+          if (!st->gz.write(bin_head(bytes.size()), false, out) || !st->gz.write(bytes, false, out)) return cancel();
+          return true;
+        }
+        if (!st->gz.write({}, true, out)) return cancel();
+        st->finished = true;
+        sink.done();
+        return true;
+      },
+      [cancel](bool success) {
+        if (!success) cancel();
+      });
 }
 
 }  // namespace diode::hub

@@ -11,6 +11,19 @@
 // one for the body, one request per connection, and a bounded number of
 // connections, each with its own worker thread (more are refused with 503 at
 // once). Writes are authorised on the headers, before any body byte is read.
+//
+// A connection costs a worker only once its request head is complete: until
+// then it waits, with every other such connection, in one poll loop (at most
+// max_connections of them, each until the header deadline). So idle and
+// slowloris clients, however many, hold a file descriptor each and never the
+// workers that /healthz needs. The listen backlog is listen_backlog (the
+// library's own is 5).
+//
+// Dataset exports stream shard by shard (bounded memory), at most max_exports
+// at once (503 + Retry-After beyond), stop when the client goes away, and need
+// the read token if one is configured, else are rate-limited per client
+// address. Byte ranges of model files are coalesced and bounded (416 beyond
+// max_ranges). Contributions are rate-limited per contributor key.
 #pragma once
 
 #include <httplib.h>
@@ -22,6 +35,7 @@
 
 #include "committer.h"
 #include "metrics.h"
+#include "rate_limit.h"
 #include "store.h"
 #include "validate.h"
 
@@ -40,6 +54,21 @@ struct HttpOptions {
   int request_timeout_ms = 300'000;  // the whole request, head and body, from accept; again for the response
   size_t max_header_bytes = 64u << 10;  // request line and all headers
   int linger_ms = 5'000;  // after refusing an unread body: drain it this long so the client reads the answer
+  // Connections open at once, waiting for their request head or served; more are refused (503).
+  unsigned max_connections = 4096;
+  int listen_backlog = 4096;  // capped by the kernel (net.core.somaxconn)
+  int write_idle_timeout_ms = 30'000;  // a client that reads nothing of a response this long is dropped
+  // Dataset exports (and their /stats): built at once; more get 503 + Retry-After.
+  unsigned max_exports = 2;
+  // Non-empty: exports need "Authorization: Bearer <read token>" (the write token works too).
+  // Empty: each client address may start export_burst exports at once, then one per 1/export_rate_per_s s.
+  std::string read_token;
+  double export_rate_per_s = 0.5;
+  double export_burst = 30;
+  // Contributions per contributor key (after the signature is verified): a burst, then this rate.
+  double contribution_rate_per_s = 1.0 / 60;
+  double contribution_burst = 10;
+  unsigned max_ranges = 8;  // disjoint byte ranges of one model file request, after coalescing (416 beyond)
   Plausibility rules;
 };
 
@@ -60,7 +89,12 @@ class HttpServer {
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   void contribute(const httplib::Request& req, const std::string& body, httplib::Response& res);
   bool pre_route(const httplib::Request& req, httplib::Response& res);
-  void serve_model_file(const std::string& path, httplib::Response& res) const;
+  void serve_model_file(const httplib::Request& req, const std::string& path, httplib::Response& res) const;
+  // Read token or per-address rate limit (401/429 written to res when refused).
+  bool export_admitted(const httplib::Request& req, httplib::Response& res);
+  // Takes one of the max_exports slots; the returned token frees it when destroyed (nullptr: all taken, 503 written).
+  std::shared_ptr<void> export_slot(httplib::Response& res);
+  void export_dataset(const httplib::Request& req, httplib::Response& res, const std::string& hw);
 
   HttpOptions opts_;
   Store& store_;
@@ -72,6 +106,9 @@ class HttpServer {
   std::thread thread_;
   std::atomic<bool> listen_done_{false};
   int port_ = 0;
+  int listen_fd_ = -1;
+  RateLimiter export_limiter_, contribution_limiter_;
+  std::shared_ptr<std::atomic<unsigned>> exports_active_ = std::make_shared<std::atomic<unsigned>>(0);
 };
 
 // GET /v1/models lists at most this many hardware keys (sorted; "truncated" says so).

@@ -71,6 +71,11 @@ std::string Metrics::render(const Gauges& gauges) const {
     << "# HELP diode_hub_http_requests_total HTTP requests served.\n"
        "# TYPE diode_hub_http_requests_total counter\n"
     << "diode_hub_http_requests_total " << http_requests_ << "\n";
+  write_metric(o, "diode_hub_exports_total", "counter", "Dataset exports started (GET /v1/datasets/{hw}).",
+               exports_.load());
+  write_metric(o, "diode_hub_exports_cancelled_total", "counter",
+               "Dataset exports stopped early because the client disconnected or stopped reading.",
+               exports_cancelled_.load());
   if (gauges)
     for (const auto& [name, v] : gauges()) o << "# TYPE " << name << " gauge\n" << name << " " << v << "\n";
   std::vector<TextSource> sources;

@@ -32,6 +32,9 @@ class Metrics {
   void reject(const std::string& reason);
   void ingest_latency(double seconds);
   void http_request() { http_requests_++; }
+  // Dataset exports (GET /v1/datasets/{hw}): started, and stopped early because the client went away.
+  void export_started() { exports_++; }
+  void export_cancelled() { exports_cancelled_++; }
 
   uint64_t rejects(const std::string& reason) const;
 
@@ -46,6 +49,7 @@ class Metrics {
 
  private:
   std::atomic<uint64_t> shards_{0}, records_{0}, bytes_{0}, community_shards_{0}, duplicates_{0}, http_requests_{0};
+  std::atomic<uint64_t> exports_{0}, exports_cancelled_{0};
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> rejects_;
   std::vector<TextSource> text_sources_;

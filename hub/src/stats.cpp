@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <set>
 #include <sstream>
@@ -86,6 +87,16 @@ struct MethodStats {
 constexpr const char* kUnrecorded = "unrecorded";
 
 std::string or_unrecorded(const std::string& s) { return s.empty() ? kUnrecorded : s; }
+
+// Unix milliseconds as "2026-11-29T01:02:03Z".
+std::string utc_time(uint64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 }  // namespace
 
@@ -194,8 +205,28 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
           {"timing_methods", timing_methods}};
 }
 
+std::string render_community(const nlohmann::json& c, bool counted) {
+  std::ostringstream o;
+  const auto& list = c.contains("contributors") && c["contributors"].is_array() ? c["contributors"] : nlohmann::json::array();
+  o << "community           " << c.value("community_shards", uint64_t{0}) << " shards, "
+    << c.value("community_records", uint64_t{0}) << " records from " << list.size() << " contributor"
+    << (list.size() == 1 ? "" : "s")
+    << (counted ? " (counted above)" : " (not counted above; --include-community to count them)") << "\n";
+  for (const auto& p : list) {
+    const uint64_t shards = p.value("shards", uint64_t{0}), records = p.value("records", uint64_t{0}),
+                   n = p.value("contributions", uint64_t{0});
+    o << "  " << p.value("fingerprint", std::string("?")) << " " << p.value("name", std::string("?")) << ": " << shards
+      << " shard" << (shards == 1 ? "" : "s") << ", " << records << " records in " << n << " contribution"
+      << (n == 1 ? "" : "s") << ", last " << utc_time(p.value("last_contribution_ms", uint64_t{0})) << "\n";
+  }
+  if (c.value("truncated", false)) o << "  ... (list truncated)\n";
+  return o.str();
+}
+
 std::string render_stats(const nlohmann::json& j) {
   std::ostringstream o;
+  // Set by `diode dataset stats` when community data was left out of the figures.
+  const bool counted = !j.contains("community_shards_not_counted");
   o << "hardware            " << j["hardware_key"].get<std::string>() << "\n"
     << "shards              " << j["shards"];
   // Stats without community data say how much they left out (set by `diode dataset stats`).
@@ -234,7 +265,7 @@ std::string render_stats(const nlohmann::json& j) {
   for (auto& [s, n] : j["ops"].items()) o << " " << s << "=" << n;
   o << "\ndtypes             ";
   for (auto& [s, n] : j["dtypes"].items()) o << " " << s << "=" << n;
-  o << "\ncontributors\n";
+  o << "\nshard producers (the name in each shard)\n";
   for (const auto& c : j["contributors"])
     o << "  " << c["name"].get<std::string>() << " (" << c["runner"].get<std::string>() << ") shards=" << c["shards"]
       << " records=" << c["records"] << "\n";
@@ -270,6 +301,7 @@ std::string render_stats(const nlohmann::json& j) {
       o << "\n";
     }
   }
+  if (j.contains("community") && j["community"].is_object()) o << render_community(j["community"], counted);
   if (j.contains("contributions")) {
     o << "community contributions (signed)\n";
     for (const auto& c : j["contributions"])

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -504,14 +505,107 @@ std::string Store::read_bytes(const ShardRow& row) const {
   return out;
 }
 
-Dataset Store::dataset(const std::string& hw, bool include_community, std::vector<std::string>* sources) const {
+Shard Store::read_verified(const ShardRow& row) const {
+  Shard s = wire::decode_shard(read_bytes(row));
+  // (The catalog id may differ from the wire id: community shards are stored
+  // under content-addressed ids, contribution.h. The hash names the content.)
+  if (to_hex(s.sha256.data(), s.sha256.size()) != row.sha256_hex)
+    throw WireError("shard.sha256: differs from the catalog's");
+  return s;
+}
+
+Dataset Store::dataset(const std::string& hw, bool include_community, std::vector<std::string>* sources,
+                       size_t* skipped) const {
   Dataset d;
   d.hardware_key = hw;
+  if (skipped) *skipped = 0;
   for (const auto& row : shards(hw, include_community)) {
-    d.shards.push_back(wire::decode_shard(read_bytes(row)));
+    try {
+      d.shards.push_back(read_verified(row));
+    } catch (const std::exception& e) {
+      note_corrupt(row, e.what());
+      if (skipped) ++*skipped;
+      continue;
+    }
     if (sources) sources->push_back(row.source);
   }
   return d;
+}
+
+void Store::note_corrupt(const ShardRow& row, const std::string& why) const {
+  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  if (corrupt_.emplace(row.id, why).second)
+    spdlog::error("shard {} (segment {}, offset {}) is corrupt and is skipped: {}; repair: diode hub fsck --repair",
+                  row.id, row.segment, row.offset, why);
+}
+
+std::map<std::string, std::string> Store::corrupt_shards() const {
+  std::lock_guard<std::mutex> lock(corrupt_mu_);
+  return corrupt_;
+}
+
+std::vector<ShardRow> Store::all_shards() const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  std::string sql = std::string("SELECT ") + kShardCols + " FROM shards ORDER BY hardware_key, received_ms, id";
+  auto st = rdb_->prepare(sql.c_str());
+  std::vector<ShardRow> out;
+  while (st.step()) out.push_back(row_from(st));
+  return out;
+}
+
+std::string Store::quarantine(const ShardRow& row, const std::string& why) {
+  if (opts_.read_only) throw std::logic_error("quarantine on a read-only store");
+  const std::string qdir = opts_.dir + "/quarantine";
+  fs::create_directories(qdir);
+  // A file name from the id: ids are [A-Za-z0-9._:/-]; keep it flat and safe.
+  std::string name;
+  for (char c : row.id) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  name = name.substr(0, 96) + "-" + row.sha256_hex.substr(0, 16);
+  const std::string bytes_path = qdir + "/" + name + ".bin";
+  std::string bytes;
+  try {
+    bytes = read_bytes(row);
+  } catch (const std::exception& e) {
+    spdlog::warn("quarantine {}: bytes unreadable ({}); keeping the catalog row only", row.id, e.what());
+  }
+  io::write_file_atomic(bytes_path, bytes);
+  io::write_file_atomic(qdir + "/" + name + ".json",
+                        nlohmann::json{{"id", row.id},
+                                       {"sha256", row.sha256_hex},
+                                       {"hardware_key", row.hardware_key},
+                                       {"source", row.source},
+                                       {"segment", row.segment},
+                                       {"offset", row.offset},
+                                       {"length", row.length},
+                                       {"records", row.records},
+                                       {"why", why},
+                                       {"quarantined_ms", now_ms()}}
+                                .dump(1) +
+                            "\n");
+  io::fsync_dir(qdir);
+  db_->exec("BEGIN IMMEDIATE");
+  try {
+    db_->exec(
+        "CREATE TABLE IF NOT EXISTS quarantined_shards AS SELECT *, '' AS why, 0 AS quarantined_ms FROM shards WHERE 0");
+    auto ins = db_->prepare("INSERT INTO quarantined_shards SELECT *, ?2, ?3 FROM shards WHERE id = ?1");
+    ins.bind(1, row.id).bind(2, why).bind(3, static_cast<int64_t>(now_ms()));
+    ins.step();
+    auto del = db_->prepare("DELETE FROM shards WHERE id = ?1");
+    del.bind(1, row.id);
+    del.step();
+    db_->exec("COMMIT");
+  } catch (...) {
+    try {
+      db_->exec("ROLLBACK");
+    } catch (...) {
+    }
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(corrupt_mu_);
+    corrupt_.erase(row.id);
+  }
+  return bytes_path;
 }
 
 StoreTotals Store::totals() const {

@@ -125,9 +125,27 @@ class Store {
   std::optional<ShardRow> shard(const std::string& id) const;
   // Reads a shard's bytes back from its segment (checks its length).
   std::string read_bytes(const ShardRow& row) const;
-  // Every shard of one hardware, decoded and verified again.
+  // Reads a shard back and decodes it, checking its hash and that it is the
+  // content its catalog row names (sha256). Throws (WireError, runtime_error) if not.
+  Shard read_verified(const ShardRow& row) const;
+  // Every shard of one hardware, decoded and verified again. A shard that
+  // fails (corrupted on disk) is skipped and remembered (corrupt_shards());
+  // *skipped, if given, counts them.
   Dataset dataset(const std::string& hardware_key, bool include_community,
-                  std::vector<std::string>* sources = nullptr) const;
+                  std::vector<std::string>* sources = nullptr, size_t* skipped = nullptr) const;
+
+  // Shards found corrupted by a read since this Store was opened: id -> why.
+  // Reported by /healthz and /metrics; repaired offline by `diode hub fsck --repair`.
+  void note_corrupt(const ShardRow& row, const std::string& why) const;
+  std::map<std::string, std::string> corrupt_shards() const;
+
+  // Every shard of the store (any hardware, any source), in catalog order.
+  std::vector<ShardRow> all_shards() const;
+  // Moves a shard out of the catalog: its bytes (as far as they can be read)
+  // and its row go to <dir>/quarantine/, the row to the quarantined_shards
+  // table; it is no longer served. Writable stores only; never next to a
+  // running hub. Returns the path of the quarantined bytes.
+  std::string quarantine(const ShardRow& row, const std::string& why);
   StoreTotals totals() const;
   std::optional<ContributionInfo> contribution(const std::string& id) const;
   // The key a contributor name is bound to (hex Ed25519), if it has one.
@@ -152,6 +170,8 @@ class Store {
   std::map<std::string, std::unique_ptr<Segment>> active_;  // by hardware key
   std::map<std::string, std::string> known_hardware_;       // key -> json (cache of the table)
   RecoveryReport recovery_;
+  mutable std::mutex corrupt_mu_;
+  mutable std::map<std::string, std::string> corrupt_;
 };
 
 }  // namespace diode::hub

@@ -1,6 +1,9 @@
 #include "validate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <numeric>
 
 #include "diode/hardware.h"
 #include "diode/hardware_plausibility.h"
@@ -16,6 +19,122 @@ namespace {
 }
 
 }  // namespace
+
+std::string unsafe_text(std::string_view v) {
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  const size_t n = v.size();
+  auto at = [](uint32_t cp, size_t i, const char* what) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s U+%04X at byte %zu", what, static_cast<unsigned>(cp), i);
+    return std::string(buf);
+  };
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7F) {  // printable ASCII: the common case
+      ++i;
+      continue;
+    }
+    uint32_t cp;
+    size_t len;
+    if (c < 0x80) {
+      cp = c;
+      len = 1;
+    } else if ((c & 0xE0) == 0xC0) {
+      cp = c & 0x1F;
+      len = 2;
+    } else if ((c & 0xF0) == 0xE0) {
+      cp = c & 0x0F;
+      len = 3;
+    } else if ((c & 0xF8) == 0xF0) {
+      cp = c & 0x07;
+      len = 4;
+    } else {
+      return "invalid UTF-8 at byte " + std::to_string(i);
+    }
+    if (i + len > n) return "invalid UTF-8 at byte " + std::to_string(i);
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return "invalid UTF-8 at byte " + std::to_string(i);
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return "invalid UTF-8 at byte " + std::to_string(i);
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) return at(cp, i, "control character");
+    if (cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+        (cp >= 0x2066 && cp <= 0x2069))
+      return at(cp, i, "bidirectional formatting character");
+    if (cp == 0x2028 || cp == 0x2029) return at(cp, i, "line or paragraph separator");
+    i += len;
+  }
+  return {};
+}
+
+void check_strings(const Shard& s) {
+  auto check = [](const char* path, std::string_view v) {
+    if (std::string why = unsafe_text(v); !why.empty()) reject(path, why);
+  };
+  check("shard.id", s.id);
+  check("shard.sweep_id", s.sweep_id);
+  const auto& h = s.hardware;
+  check("shard.hardware.vendor", h.vendor);
+  check("shard.hardware.device_name", h.device_name);
+  check("shard.hardware.arch", h.arch);
+  check("shard.hardware.compute_capability", h.compute_capability);
+  check("shard.hardware.driver_version", h.driver_version);
+  check("shard.hardware.runtime_version", h.runtime_version);
+  check("shard.hardware.torch_version", h.torch_version);
+  check("shard.hardware.triton_version", h.triton_version);
+  check("shard.producer.name", s.producer.name);
+  check("shard.producer.public_key", s.producer.public_key);
+  check("shard.producer.runner", s.producer.runner);
+  check("shard.producer.software_version", s.producer.software_version);
+  check("shard.method.timing", s.method.timing);
+  check("shard.method.collector", s.method.collector);
+  for (size_t i = 0; i < s.problems.size(); ++i) {
+    const auto& p = s.problems[i];
+    for (const auto& [name, v] : {std::pair<const char*, const std::string*>{"op", &p.op},
+                                  {"dtype_a", &p.dtype_a},
+                                  {"dtype_b", &p.dtype_b},
+                                  {"dtype_out", &p.dtype_out},
+                                  {"bias", &p.bias}})
+      if (std::string why = unsafe_text(*v); !why.empty())
+        reject("shard.problems[" + std::to_string(i) + "]." + name, why);
+  }
+  for (size_t i = 0; i < s.records.size(); ++i) {
+    const auto& c = s.records[i].config;
+    // Paths are built only on failure: a shard holds up to millions of records.
+    if (std::string why = unsafe_text(c.template_id); !why.empty())
+      reject("shard.records[" + std::to_string(i) + "].config.template", why);
+    if (std::string why = unsafe_text(c.acc_type); !why.empty())
+      reject("shard.records[" + std::to_string(i) + "].config.acc_type", why);
+    for (const auto& [k, v] : c.extra)
+      if (std::string why = unsafe_text(k); !why.empty())
+        reject("shard.records[" + std::to_string(i) + "].config.extra", "key: " + why);
+  }
+}
+
+void check_unique_records(const Shard& s) {
+  // The key as the wire format names a record inside a shard: its problem by
+  // index. (Real collector shards hold one problem at two indices when it was
+  // swept twice: two measurements, both kept.)
+  auto key_less = [&](uint32_t a, uint32_t b) {
+    const auto& x = s.records[a];
+    const auto& y = s.records[b];
+    if (x.problem_index != y.problem_index) return x.problem_index < y.problem_index;
+    if (x.config < y.config) return true;
+    if (y.config < x.config) return false;
+    return (x.flags & kRecordStaticShape) < (y.flags & kRecordStaticShape);
+  };
+  std::vector<uint32_t> idx(s.records.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return key_less(a, b) || (!key_less(b, a) && a < b); });
+  for (size_t i = 1; i < idx.size(); ++i)
+    if (!key_less(idx[i - 1], idx[i]))
+      reject("shard.records[" + std::to_string(idx[i]) + "]",
+             "duplicate record key (same problem_index, config and static-shape flag as shard.records[" +
+                 std::to_string(idx[i - 1]) + "])");
+}
 
 void check_plausible(const Shard& s, uint64_t now_ms, const Plausibility& rules) {
   if (s.created_ms < rules.min_created_ms) reject("shard.created_ms", "before 2020, clock not set?");
@@ -51,6 +170,8 @@ void check_plausible(const Shard& s, uint64_t now_ms, const Plausibility& rules)
 IncomingShard admit_decoded(const Shard& s, std::string bytes, Source source, uint64_t now_ms,
                             const Plausibility& rules) {
   check_plausible(s, now_ms, rules);
+  check_strings(s);
+  check_unique_records(s);
   // Before a hardware key is derived from it: the key may be new, and new keys
   // come only from fingerprints that a real device could have.
   if (std::string why = implausible_hardware(s.hardware); !why.empty())

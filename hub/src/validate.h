@@ -30,6 +30,24 @@ struct Plausibility {
 // Checks a decoded shard against the rules; throws Rejection("invalid_shard").
 void check_plausible(const Shard& s, uint64_t now_ms, const Plausibility& rules = {});
 
+// Empty if `v` is valid UTF-8 without control characters (C0, DEL, C1),
+// bidirectional formatting characters (U+061C, U+200E/F, U+202A..U+202E,
+// U+2066..U+2069) or line/paragraph separators (U+2028/9); otherwise why not
+// ("control character U+001B at byte 4"), never echoing the string itself.
+std::string unsafe_text(std::string_view v);
+
+// Every string field of the shard passes unsafe_text(); throws
+// Rejection("invalid_shard") naming the field ("shard.producer.name: ...").
+void check_strings(const Shard& s);
+
+// No two records of the shard share a record key: problem_index, the kernel
+// config, and the static-shape flag bit (a config timed as the static-shape
+// kernel is another measurement, docs/wire-format.md). Problems are taken by
+// index as the wire format names them: committed collector shards hold one
+// problem at two indices when it was swept twice. Throws
+// Rejection("invalid_shard") naming both records.
+void check_unique_records(const Shard& s);
+
 // Decodes, verifies and checks `bytes`; returns the catalog view of the shard
 // (taking ownership of the bytes). Throws Rejection.
 IncomingShard admit_shard(std::string bytes, Source source, uint64_t now_ms, const Plausibility& rules = {},

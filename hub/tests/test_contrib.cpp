@@ -1,6 +1,7 @@
 // Issue 17 (contributors and model users): the contributor-name rule, upload
 // progress, the stats summary (completeness, numeric log2 order, the note on
-// uncounted community shards) and GET /v1/models.
+// uncounted community shards) and GET /v1/models. Issue 52: the identity of
+// community shards and the list of contributors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "diode/bundle/registry.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
+#include "diode/sha256.h"
 #include "http_client.h"
 #include "stats.h"
 #include "support.h"
@@ -226,4 +228,144 @@ TEST(RegistryListing, SkipUnreadableForTheServer) {
   EXPECT_EQ(entries[0].published.size(), 20u) << entries[0].published;  // 2026-11-22T03:18:49Z
   EXPECT_TRUE(bundle::list_registry(dir.string(), true, 0).empty());
   fs::remove_all(dir);
+}
+
+// Issue 52, item 3: shard identity of community data. The collector writes every
+// part of a resumed seed under one shard id (datasets/nvidia-h200-144gb holds ten
+// parts of "dataset-mix2/2026112512"); uploading them together was a 409 conflict.
+namespace {
+VerifiedContribution verified(const bundle::PrivateKey& key, const std::string& name, const Dataset& d) {
+  const std::string body = gz::compress(wire::encode(d));
+  return verify_contribution(sign_contribution(key.to_pem(), name, body, tk::wall_ms()), body, tk::wall_ms());
+}
+
+std::vector<PutResult> commit_contribution(Store& store, VerifiedContribution& v, bool* credited = nullptr,
+                                           bool* rejected = nullptr) {
+  match_stored_shards(store, v);
+  Store::Job job;
+  job.shards = v.shards;
+  job.contribution = v.info;
+  std::vector<Store::Job*> batch{&job};
+  store.commit(batch);
+  if (credited) *credited = job.credited;
+  if (rejected) *rejected = job.contribution_rejected;
+  return job.results;
+}
+
+struct StoreDir {
+  fs::path path = fs::temp_directory_path() / ("diode-contrib-id-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(tk::wall_ms()));
+  ~StoreDir() { fs::remove_all(path); }
+};
+}  // namespace
+
+TEST(ContributionIdentity, PartsUnderOneShardIdAreDifferentShards) {
+  StoreDir dir;
+  Store store({dir.path.string()});
+  const std::string hw = hardware_key(tk::test_hardware());
+  auto key = bundle::PrivateKey::generate();
+  // Two parts of one seed: the same wire id, other problems, so other hashes.
+  Shard p1 = tk::make_shard("dataset-mix2/2026112512", 60, 1), p2 = tk::make_shard("dataset-mix2/2026112512", 40, 2);
+  ASSERT_NE(p1.sha256, p2.sha256);
+  auto v = verified(key, "alice", Dataset{hw, {p1, p2}});
+  ASSERT_EQ(v.shards.size(), 2u);
+  EXPECT_EQ(v.shards[0].id, "dataset-mix2/2026112512@" + to_hex(p1.sha256));
+  EXPECT_EQ(v.shards[1].id, "dataset-mix2/2026112512@" + to_hex(p2.sha256));
+  bool credited = false, rejected = true;
+  EXPECT_EQ(commit_contribution(store, v, &credited, &rejected),
+            (std::vector<PutResult>{PutResult::stored, PutResult::stored}));
+  EXPECT_TRUE(credited);
+  EXPECT_FALSE(rejected);
+  // The export serves both with their own ids and bytes.
+  const Dataset out = store.dataset(hw, true);
+  ASSERT_EQ(out.shards.size(), 2u);
+  EXPECT_EQ(out.shards[0], p1);
+  EXPECT_EQ(out.shards[1], p2);
+
+  // The same shards again, in another body and from another contributor: nothing new, nobody credited.
+  auto bob = bundle::PrivateKey::generate();
+  auto again = verified(bob, "bob", Dataset{hw, {p2, p1}});
+  EXPECT_EQ(commit_contribution(store, again, &credited, &rejected),
+            (std::vector<PutResult>{PutResult::duplicate, PutResult::duplicate}));
+  EXPECT_FALSE(credited);
+  EXPECT_FALSE(rejected);
+  EXPECT_EQ(store.contributions(hw).size(), 1u);
+  EXPECT_EQ(store.totals().shards, 2u);
+}
+
+TEST(ContributionIdentity, FleetShardsAreDuplicatesNotNewCommunityData) {
+  StoreDir dir;
+  Store store({dir.path.string()});
+  const std::string hw = hardware_key(tk::test_hardware());
+  Shard fleet = tk::make_shard("sweep-1/s000000", 50, 3);
+  IncomingShard in = admit_shard(wire::encode(fleet), Source::agent, tk::wall_ms());
+  Store::Job job;
+  job.shards = {in};
+  std::vector<Store::Job*> batch{&job};
+  store.commit(batch);
+  ASSERT_EQ(job.results[0], PutResult::stored);
+  // A hub export holding the fleet shard, contributed back, plus one new shard
+  // under the fleet shard's id: the copy is a duplicate, the other content is
+  // stored (it cannot take the fleet shard's id) and only it is credited.
+  Shard squat = tk::make_shard("sweep-1/s000000", 30, 4);
+  auto v = verified(bundle::PrivateKey::generate(), "carol", Dataset{hw, {fleet, squat}});
+  bool credited = false;
+  EXPECT_EQ(commit_contribution(store, v, &credited),
+            (std::vector<PutResult>{PutResult::duplicate, PutResult::stored}));
+  EXPECT_TRUE(credited);
+  auto rows = store.contributions(hw);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["shards"], 1);
+  EXPECT_EQ(rows[0]["records"], 30);
+  EXPECT_EQ(store.shards(hw, false).size(), 1u);  // the fleet's data is untouched
+  EXPECT_EQ(store.shard("sweep-1/s000000")->source, "agent");
+}
+
+TEST(ContributionIdentity, ContributorsSummaryAndItsRendering) {
+  StoreDir dir;
+  Store store({dir.path.string()});
+  const std::string hw = hardware_key(tk::test_hardware());
+  auto alice = bundle::PrivateKey::generate(), bob = bundle::PrivateKey::generate();
+  auto a1 = verified(alice, "Alice A <alice@example.org>", Dataset{hw, {tk::make_shard("a", 50, 11)}});
+  commit_contribution(store, a1);
+  auto b1 = verified(bob, "bob", Dataset{hw, {tk::make_shard("b", 20, 12)}});
+  commit_contribution(store, b1);
+  auto a2 = verified(alice, "Alice A <alice@example.org>",
+                     Dataset{hw, {tk::make_shard("c", 30, 13), tk::make_shard("d", 10, 14)}});
+  commit_contribution(store, a2);
+  const auto j = contributors_summary(store, hw);
+  EXPECT_EQ(j["community_shards"], 4);
+  EXPECT_EQ(j["community_records"], 110);
+  EXPECT_EQ(j["credited_shards"], 4);
+  EXPECT_EQ(j["truncated"], false);
+  ASSERT_EQ(j["contributors"].size(), 2u);
+  const auto& first = j["contributors"][0];  // alice: the latest contribution
+  EXPECT_EQ(first["name"], "Alice A <alice@example.org>");
+  EXPECT_EQ(first["public_key"], alice.public_key().hex());
+  EXPECT_EQ(first["fingerprint"], "ed25519:" + alice.public_key().hex().substr(0, 16));
+  EXPECT_EQ(first["contributions"], 2);
+  EXPECT_EQ(first["shards"], 3);
+  EXPECT_EQ(first["records"], 90);
+  EXPECT_EQ(first["hardware_keys"], nlohmann::json::array({hw}));
+  EXPECT_GE(first["last_contribution_ms"].get<uint64_t>(), j["contributors"][1]["last_contribution_ms"].get<uint64_t>());
+  EXPECT_EQ(j["contributors"][1]["name"], "bob");
+  EXPECT_EQ(j["contributors"][1]["records"], 20);
+  EXPECT_EQ(contributors_summary(store, "nvidia-a100-40gb")["contributors"].size(), 0u);
+  EXPECT_EQ(contributors_summary(store, "")["contributors"].size(), 2u);
+
+  auto stats = dataset_stats(store.dataset(hw, false));
+  stats["community_shards_not_counted"] = 4;
+  stats["community"] = j;
+  const std::string text = render_stats(stats);
+  EXPECT_NE(text.find("community           4 shards, 110 records from 2 contributors (not counted above; "
+                      "--include-community to count them)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  ed25519:" + alice.public_key().hex().substr(0, 16) +
+                      " Alice A <alice@example.org>: 3 shards, 90 records in 2 contributions, last 20"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" bob: 1 shard, 20 records in 1 contribution, last 20"), std::string::npos) << text;
+  stats.erase("community_shards_not_counted");
+  EXPECT_NE(render_stats(stats).find("from 2 contributors (counted above)"), std::string::npos);
 }

@@ -178,3 +178,42 @@ TEST(Stats, PerTimingMethodWallTime) {
   EXPECT_NE(text.find("  unrecorded: shards=1 records=5 problems with wall time=0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("torch_diode.collect 2.1.0 (1 shards)"), std::string::npos) << text;
 }
+
+// Issue 54, fault 7: strings that would drive a terminal or reorder text.
+TEST(Validate, UnsafeTextNamesTheCharacterNotTheString) {
+  EXPECT_EQ(unsafe_text("NVIDIA H100 80GB HBM3"), "");
+  EXPECT_EQ(unsafe_text("caf\xc3\xa9 \xe2\x9c\x93"), "");  // non-ASCII text is fine
+  EXPECT_NE(unsafe_text("a\x1b[2J").find("control character U+001B at byte 1"), std::string::npos);
+  EXPECT_NE(unsafe_text("a\nb").find("U+000A"), std::string::npos);
+  EXPECT_NE(unsafe_text("x\xe2\x80\xae").find("bidirectional formatting character U+202E"), std::string::npos);
+  EXPECT_NE(unsafe_text("\xc2\x85").find("control character U+0085"), std::string::npos);
+  EXPECT_NE(unsafe_text("\xe2\x80\xa8").find("U+2028"), std::string::npos);
+  EXPECT_NE(unsafe_text("\xff").find("invalid UTF-8"), std::string::npos);
+  EXPECT_NE(unsafe_text("\xc0\x80").find("invalid UTF-8"), std::string::npos);  // overlong NUL
+  auto s = tk::make_shard("ctl", 10);
+  s.records[3].config.acc_type = "float32\x1b";
+  EXPECT_EQ(admit_code(s), "invalid_shard");
+}
+
+// Issue 54, fault 6: the record key is problem_index + config + static-shape bit.
+TEST(Validate, RecordKeysAreUniqueWithinAShard) {
+  auto s = tk::make_shard("k", 20, 1);
+  EXPECT_NO_THROW(check_unique_records(s));
+  auto retimed = s;  // the same config timed as the static-shape kernel: another record
+  retimed.records.push_back(retimed.records[0]);
+  retimed.records.back().flags |= kRecordStaticShape;
+  EXPECT_NO_THROW(check_unique_records(retimed));
+  auto replayed = s;  // other flag bits do not make a new record
+  replayed.records.push_back(replayed.records[0]);
+  replayed.records.back().flags |= kRecordReplayed;
+  EXPECT_THROW(check_unique_records(replayed), Rejection);
+  auto twice = s;  // a problem swept twice (at another index), as committed collector shards have
+  twice.problems.push_back(twice.problems[twice.records[0].problem_index]);
+  auto r = twice.records[0];
+  r.problem_index = static_cast<uint32_t>(twice.problems.size() - 1);
+  twice.records.push_back(r);
+  EXPECT_EQ(admit_code(twice), "accepted");
+  auto copied = s;  // the same record again
+  copied.records.push_back(copied.records[5]);
+  EXPECT_EQ(admit_code(copied), "invalid_shard");
+}

@@ -1,6 +1,7 @@
 // `diode validate` and `diode ensemble` (registered from cli/main.cpp). Torch-free: the
 // model is judged by the same plain C++ forward pass the benchmarks time.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -8,12 +9,36 @@
 #include "../../cli/commands.h"
 #include "diode/dataset.h"
 #include "diode/io.h"
+#include "diode/sha256.h"
 #include "model_format.h"
 #include "problem_set.h"
 #include "report.h"
 #include "validate.h"
 
 namespace diode::cli {
+
+namespace {
+
+// The report's model version: a published bundle's (bundle.json "signed"."version"),
+// else "unpublished".
+std::string model_version(const std::string& dir) {
+  const std::filesystem::path b = std::filesystem::path(dir) / "bundle.json";
+  if (!std::filesystem::exists(b)) return "unpublished";
+  try {
+    const auto j = nlohmann::json::parse(io::read_file(b.string()));
+    if (j.contains("signed") && j["signed"].contains("version")) return std::to_string(j["signed"]["version"].get<int64_t>());
+  } catch (const std::exception&) {
+  }
+  return "unpublished";
+}
+
+// The report's model id: the first 16 hex digits of sha256(weights.msgpack), the
+// digest bundle.json lists for that file.
+std::string model_id(const std::string& dir) {
+  return to_hex(sha256(io::read_file(dir + "/weights.msgpack"))).substr(0, 16);
+}
+
+}  // namespace
 
 void register_model_commands(CLI::App& app) {
   struct Opts {
@@ -118,10 +143,13 @@ void register_model_commands(CLI::App& app) {
       std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n";
       if (o->cross_hardware)
         std::cout << "cross-hardware: a " << m.hardware_key << " model judged by " << d.hardware_key << "'s timings\n";
-      std::cout << models::format_metrics(ev.metrics) << models::format_overall(ev, names);
+      // One top-1 figure: the overall view's, as --json and the report give it (format_metrics'
+      // Triton-only view ranks without ATen against the best Triton time: another number).
+      std::cout << models::format_headline(ev) << models::format_overall(ev, names);
       for (const auto& n : notes) std::cout << "  " << n << "\n";
       if (other)
-        std::cout << "compared model " << o->compare << ":\n" << models::format_overall(*other, {});
+        std::cout << "compared model " << o->compare << " (rows 'compared top-k'):\n"
+                  << models::format_overall(*other, {}, "compared");
     }
     if (o->gate)
       std::cerr << "gate: " << o->model << (passes ? " is better than or equal to " : " is WORSE than ") << o->compare
@@ -129,7 +157,8 @@ void register_model_commands(CLI::App& app) {
     if (!o->report.empty()) {
       const models::Comparison cmp{o->compare, other ? &*other : nullptr};
       models::write_report(o->report, ev,
-                           {{"model", o->model}, {"dataset", o->dataset}, {"split", o->split},
+                           {{"model", o->model}, {"model_version", model_version(o->model)},
+                            {"model_id", model_id(o->model)}, {"dataset", o->dataset}, {"split", o->split},
                             {"hardware_key", d.hardware_key}},
                            names, other ? &cmp : nullptr);
       (o->json ? std::cerr : std::cout) << "report written to " << o->report << "\n";

@@ -129,7 +129,24 @@ nlohmann::json validate_json(const Evaluation& ev, const std::vector<std::string
   return {{"problems", ev.problems.size()}, {"model", model}, {"baselines", baselines}};
 }
 
-std::string format_overall(const Evaluation& ev, const std::vector<std::string>& rankings) {
+std::string format_headline(const Evaluation& ev) {
+  const nlohmann::json j = validate_json(ev, {});
+  const size_t n = ev.problems.size();
+  const Metrics& m = ev.metrics;
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "top-1 regret (geomean over %zu problems): %.4f  (lower is better; 1 = always the fastest)\n"
+                "top-5 regret (geomean over %zu problems): %.4f\n"
+                "baselines (geomean over %zu problems): cuBLAS alone %.4f, Inductor DEFAULT + cuBLAS %.4f\n"
+                "records %zu  RMSE(ln us) %.4f  rank %.3f ms/problem (cpu %.3f ms)  DEFAULT coverage %.0f%%\n",
+                n, j["model"]["top1"]["geomean"].get<double>(), n, j["model"]["top5"]["geomean"].get<double>(), n,
+                j["baselines"]["cublas"]["geomean"].get<double>(),
+                j["baselines"]["inductor_default"]["geomean"].get<double>(), m.records, m.rmse_log, m.rank_ms,
+                m.rank_cpu_ms, 100 * m.default_coverage);
+  return b;
+}
+
+std::string format_overall(const Evaluation& ev, const std::vector<std::string>& rankings, const std::string& who) {
   const nlohmann::json j = validate_json(ev, rankings);
   std::string s;
   char b[256];
@@ -152,7 +169,7 @@ std::string format_overall(const Evaluation& ev, const std::vector<std::string>&
     s += "\n";
   };
   s += "                                  geomean      p90  (geomean per op, per dtype)\n";
-  for (int k : kRegretK) row("model top" + std::to_string(k), j["model"]["top" + std::to_string(k)], j["model"]);
+  for (int k : kRegretK) row(who + " top" + std::to_string(k), j["model"]["top" + std::to_string(k)], j["model"]);
   for (const auto& [name, v] : j["baselines"].items()) row(name, v, v);
   return s;
 }

@@ -17,10 +17,14 @@ grep -q '"regret"' "$work/model/model.json"
 
 "$diode" validate --model "$work/model" --dataset "$work/data" --report "$work/report" | tee "$work/validate.log"
 grep -q "Inductor DEFAULT" "$work/validate.log"
-for f in summary.json scatter.svg regret_cdf_top1.svg regret_cdf_top5.svg regret_cdf_top10.svg; do
+# One top-1 figure, labelled (the Triton-only view's "model top-1" row is diode-train's, not validate's).
+test "$(grep -c '^top-1 regret (geomean over [0-9]* problems): [0-9.]*' "$work/validate.log")" = 1
+! grep -q "model top-1 " "$work/validate.log"
+for f in index.html summary.json regret_cdf.svg; do
   test -s "$work/report/$f" || { echo "missing $f"; exit 1; }
 done
-grep -q "<svg" "$work/report/scatter.svg"
+grep -q '<svg class="plot"' "$work/report/index.html"
+! grep -q "<img" "$work/report/index.html"
 
 # Same seed and rank count -> same weights.
 "${mpi[@]}" "$train" --hardware nvidia-h100-80gb --data "$work/data" --out "$work/model2" \

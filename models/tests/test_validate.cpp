@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <regex>
 #include <set>
 
 #include "diode/dataset.h"
@@ -43,6 +45,106 @@ ProblemGroup group(double a, double b, double c, double d, double aten, double d
   return g;
 }
 const double kNaN = std::nan("");
+
+// ---- report checks (the plot rules of report.h) ----
+
+std::vector<std::string> all_matches(const std::string& s, const std::string& re, int group = 1) {
+  std::vector<std::string> out;
+  const std::regex r(re);
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), r); it != std::sregex_iterator(); ++it)
+    out.push_back((*it)[group].str());
+  return out;
+}
+
+std::string attr(const std::string& tag, const std::string& name) {
+  const auto m = all_matches(tag, "\\b" + name + "=\"([^\"]*)\"");
+  return m.empty() ? "" : m[0];
+}
+
+// v is m x 10^e with m in {1, 2, 2.5, 5}.
+bool round_step(double v) {
+  if (v <= 0) return false;
+  const double e = std::floor(std::log10(v) + 1e-9), m = v / std::pow(10.0, e);
+  for (double c : {1.0, 2.0, 2.5, 5.0})
+    if (std::fabs(m - c) < 1e-6) return true;
+  return false;
+}
+
+// Every <svg class="plot"> of `doc`: at most 5 series, colours and dashes pairwise
+// distinct, round tick labels, and an axis that says "clipped at X" ends at X.
+// Returns the number of plots checked.
+size_t check_plots(const std::string& doc) {
+  size_t plots = 0;
+  for (size_t at = doc.find("<svg class=\"plot\""); at != std::string::npos; at = doc.find("<svg class=\"plot\"", at + 1)) {
+    const std::string svg = doc.substr(at, doc.find("</svg>", at) - at);
+    const std::string head = svg.substr(0, svg.find('>'));
+    const std::string title = attr(head, "aria-label");
+    ++plots;
+    const auto series = all_matches(svg, "(<polyline class=\"series\"[^>]*>)");
+    EXPECT_GE(series.size(), 1u) << title;
+    EXPECT_LE(series.size(), 5u) << title;
+    std::set<std::string> colours, dashes;
+    for (const auto& l : series) colours.insert(attr(l, "stroke")), dashes.insert(attr(l, "stroke-dasharray"));
+    EXPECT_EQ(colours.size(), series.size()) << title;
+    EXPECT_EQ(dashes.size(), series.size()) << title;
+    const std::string xkind = attr(head, "data-x-kind"), ykind = attr(head, "data-y-kind");
+    for (const auto& [axis, kind] : {std::pair{std::string("x"), xkind}, std::pair{std::string("y"), ykind}}) {
+      const auto ticks = all_matches(svg, "class=\"tick tick-" + axis + "\"[^>]*>([^<]*)<");
+      EXPECT_GE(ticks.size(), 2u) << title;
+      for (const auto& t : ticks) {
+        const double v = std::stod(t);
+        if (kind == "regret") {
+          EXPECT_TRUE(v == 1.0 || round_step(v - 1.0)) << title << " tick " << t;
+          EXPECT_EQ(t.size(), 4u) << title << " tick " << t;  // 1.05
+        } else if (kind == "fraction") {
+          EXPECT_NEAR(std::fmod(v * 4, 1.0), 0.0, 1e-9) << title << " tick " << t;
+          EXPECT_EQ(t.size(), 4u) << title << " tick " << t;  // 0.25
+        } else if (kind == "time") {  // 1, 2, 5 x 10^n us
+          const double m = v / std::pow(10.0, std::floor(std::log10(v) + 1e-9));
+          EXPECT_TRUE(round_step(v) && std::fabs(m - 2.5) > 1e-6) << title << " tick " << t;
+        } else {
+          ADD_FAILURE() << title << ": unknown axis kind '" << kind << "'";
+        }
+      }
+    }
+    // The x axis ends where its last tick is: the frame's right edge.
+    const auto frame = all_matches(svg, "(<rect class=\"frame\"[^>]*>)");
+    EXPECT_EQ(frame.size(), 1u) << title;
+    const double right = std::stod(attr(frame[0], "x")) + std::stod(attr(frame[0], "width"));
+    const auto xt = all_matches(svg, "(<text class=\"tick tick-x\"[^>]*>[^<]*)<");
+    EXPECT_FALSE(xt.empty()) << title;
+    if (xt.empty()) continue;
+    EXPECT_NEAR(std::stod(attr(xt.back(), "x")), right, 0.02) << title;
+    const std::string end = xt.back().substr(xt.back().find('>') + 1);
+    EXPECT_EQ(end, attr(head, "data-x-end")) << title;
+    const auto clip = all_matches(svg, "clipped at ([0-9.]+)");
+    EXPECT_EQ(!clip.empty(), attr(head, "data-clipped") == "true") << title;
+    for (const auto& c : clip) EXPECT_EQ(c, end) << title;
+  }
+  return plots;
+}
+
+// index.html: self-contained, its headline the --json figures, every plot by the rules.
+void check_page(const std::string& html, const nlohmann::json& j) {
+  for (const char* bad : {"<img", "src=", "href=", "<link", "<script", "url("})
+    EXPECT_EQ(html.find(bad), std::string::npos) << bad;
+  EXPECT_EQ(all_matches(html, "(http[s]?://)").size(), all_matches(html, "(http://www.w3.org/2000/svg)").size());
+  auto value = [&](const std::string& key) {
+    const auto v = all_matches(html, "data-key=\"" + key + "\" data-value=\"([^\"]*)\"");
+    EXPECT_EQ(v.size(), 1u) << key;
+    return v.empty() ? std::nan("") : std::stod(v[0]);
+  };
+  EXPECT_EQ(value("model_top1"), j["model"]["top1"]["geomean"].get<double>());
+  EXPECT_EQ(value("model_top5"), j["model"]["top5"]["geomean"].get<double>());
+  EXPECT_EQ(value("cublas"), j["baselines"]["cublas"]["geomean"].get<double>());
+  EXPECT_EQ(value("inductor_default"), j["baselines"]["inductor_default"]["geomean"].get<double>());
+  EXPECT_NEAR(value("speedup_top1_vs_cublas"),
+              j["baselines"]["cublas"]["geomean"].get<double>() / j["model"]["top1"]["geomean"].get<double>(), 1e-12);
+  const auto problems = all_matches(html, "data-key=\"problems\">([0-9]+)<");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(std::stoul(problems[0]), j["problems"].get<size_t>());
+  EXPECT_GE(check_plots(html), 4u);
+}
 
 }  // namespace
 
@@ -245,16 +347,75 @@ TEST(Report, OverallCdfIndexAndCompare) {
                         "inductor_default", "r011", "</svg>"})
     EXPECT_NE(svg.find(s), std::string::npos) << s;
   const std::string dir = ::testing::TempDir() + "/diode_report_test";
-  write_report(dir, ev, {{"model", "M"}}, {"r011"}, &cmp);
+  std::filesystem::remove_all(dir);
+  write_report(dir, ev, {{"model", "M"}, {"model_version", "7"}, {"model_id", "0123456789abcdef"},
+                         {"hardware_key", "nvidia-h100-80gb"}}, {"r011"}, &cmp);
   const std::string html = io::read_file(dir + "/index.html");
-  for (const char* s : {"<img src=\"regret_cdf.svg\"", "<img src=\"regret_cdf_top1.svg\"", "compared top1",
-                        "model top10", "r011", "old-model", "Per op", "Per dtype", "bfloat16"})
+  for (const char* s : {"compared top1", "model top10", "r011", "old-model", "Per op", "Per dtype", "bfloat16",
+                        "lower is better", "nvidia-h100-80gb", "0123456789abcdef"})
     EXPECT_NE(html.find(s), std::string::npos) << s;
   const auto summary = nlohmann::json::parse(io::read_file(dir + "/summary.json"));
   EXPECT_TRUE(summary["overall"]["baselines"].contains("r011"));
   EXPECT_EQ(summary["compare"]["label"], "old-model");
   // compared model: A (10) first on problem 0 -> 10 / 8; on problem 1 -> 10 / 9.
   EXPECT_NEAR(summary["compare"]["top1"]["geomean"].get<double>(), std::sqrt(10.0 / 8 * 10.0 / 9), 1e-9);
-  for (const char* f : {"regret_cdf.svg", "compare_scatter.svg", "scatter.svg", "regret_cdf_top5.svg"})
-    EXPECT_FALSE(io::read_file(dir + "/" + f).empty()) << f;
+  // One page: index.html, its data (summary.json) and the overall CDF as a standalone file.
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"index.html", "summary.json", "regret_cdf.svg"}));
+  check_page(html, validate_json(ev, {"r011"}));
+  check_plots(io::read_file(dir + "/regret_cdf.svg"));
+}
+
+TEST(Report, RegretAxisEndsOnARoundValue) {
+  const RegretAxis small = regret_axis(1.0);
+  EXPECT_EQ(small.end, 1.05);
+  EXPECT_FALSE(small.clipped);
+  const RegretAxis mid = regret_axis(1.19);
+  EXPECT_EQ(mid.end, 1.20);
+  EXPECT_FALSE(mid.clipped);
+  EXPECT_EQ(mid.ticks.front(), 1.0);
+  EXPECT_EQ(mid.ticks.back(), 1.20);
+  const RegretAxis big = regret_axis(3.7, 400);
+  EXPECT_EQ(big.end, 2.0);
+  EXPECT_TRUE(big.clipped);
+  EXPECT_EQ(big.ticks, (std::vector<double>{1.0, 1.10, 1.20, 1.50, 2.0}));
+  // A narrow small multiple keeps its labels apart.
+  EXPECT_EQ(regret_axis(2.0, 200).ticks, (std::vector<double>{1.0, 1.20, 1.50, 2.0}));
+  EXPECT_FALSE(regret_axis(2.0).clipped);
+  EXPECT_EQ(log_ticks(3, 2000), (std::vector<double>{10, 100, 1000}));
+  EXPECT_EQ(log_ticks(1, 10), (std::vector<double>{1, 2, 5, 10}));
+}
+
+// Three ops, seven dtypes (the report shows the four most common and "other dtypes"),
+// regrets beyond 2 (the axes say they are clipped at 2.00 and end there) and a model
+// that ranks in reverse time order on every third problem.
+TEST(Report, PlotsFollowTheRules) {
+  const char* ops[] = {"mm", "addmm", "bmm"};
+  const char* dtypes[] = {"bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "tf32"};
+  std::vector<ProblemGroup> gs;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < 63; ++i) {
+    ProblemGroup g = group(10 + double(i % 7), 12, 20 + double(i), 30, i % 2 ? kNaN : 9 + double(i % 5), kNaN);
+    g.hash = i;
+    g.problem.op = ops[i % 3];
+    g.problem.dtype_a = dtypes[(i / 3) % 7];
+    gs.push_back(g);
+    idx.push_back(i);
+  }
+  const Evaluation ev = evaluate(gs, idx, [](const ProblemGroup& g) {
+    std::vector<float> s;
+    const float sign = g.hash % 3 == 0 ? -1.f : 1.f;
+    for (double v : g.log_us) s.push_back(std::isnan(v) ? 100.f : sign * float(v));
+    return s;
+  });
+  double top = 0;
+  for (const auto& r : ev.problems) top = std::max({top, r.overall[0], r.cublas});
+  ASSERT_GT(top, 2.0);  // something to clip
+  const std::string html = index_html(ev, {}, {{"hardware_key", "nvidia-h100-80gb"}});
+  check_page(html, validate_json(ev, {}));
+  // 1 overall CDF + 4 candidate lists x 3 ops + 1 heatmap.
+  EXPECT_EQ(check_plots(html), 1u + 4 * 3 + 1);
+  EXPECT_NE(html.find("clipped at 2.00"), std::string::npos);
+  EXPECT_NE(html.find("other dtypes"), std::string::npos);
 }

@@ -154,8 +154,12 @@ keys=$(cd "$keys" && pwd) || die "no key directory $keys"
 [ -f "$keys/root.pub" ] && [ -d "$keys/targets" ] || die "$keys has no root.pub / targets/ (diode keys init)"
 case "$keys/" in "$repo"/*) die "the key directory $keys is inside the repository: keep private keys out of it" ;; esac
 train="$build/models/diode-train" diode="$build/cli/diode"
-[ -x "$train" ] && [ -x "$diode" ] || die "$train or $diode not built (--build DIR)"
-command -v mpirun >/dev/null || die "mpirun not found"
+[ -x "$diode" ] || die "$diode not built (--build DIR)"
+# --resign trains nothing: it needs neither the trainer nor MPI.
+if ((!resign)); then
+  [ -x "$train" ] || die "$train not built (--build DIR)"
+  command -v mpirun >/dev/null || die "mpirun not found"
+fi
 # Python for bench/static_pick_split.py, which imports torch: $PYTHON, else the project's venv
 # (.ci/setup), else python3 (a bare one may have no torch; the gate-kept branch then says so).
 py=${PYTHON:-python3}

@@ -18,7 +18,8 @@ import pathlib
 import threading
 from typing import NamedTuple, Optional
 
-__all__ = ["NativeClientUnavailable", "DiodeClientError", "PullResult", "load_library", "version", "pull", "verify"]
+__all__ = ["NativeClientUnavailable", "DiodeClientError", "PullResult", "load_library", "version", "pull", "verify",
+           "root_key_hex", "fingerprint"]
 
 ABI_VERSION = 1
 
@@ -129,14 +130,47 @@ def _enc(s: Optional[os.PathLike | str]) -> Optional[bytes]:
     return None if s is None else os.fsencode(s)
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_key_hex(s: str) -> bool:
+    return len(s) == 64 and all(ch in _HEX for ch in s)
+
+
 def _root_key(root_pubkey: str | os.PathLike) -> bytes:
     """Accepts the 64 hex characters or a file holding them (e.g. root.pub)."""
     s = os.fspath(root_pubkey)
-    if len(s) != 64 or any(ch not in "0123456789abcdef" for ch in s):
+    if not _is_key_hex(s):
         p = pathlib.Path(s)
         if p.is_file():
             s = p.read_text()[:200].strip()
     return s.encode()
+
+
+def root_key_hex(root_pubkey: str | os.PathLike) -> str:
+    """The 64-hex public key that ``root_pubkey`` (hex or a file holding it) names.
+
+    Raises ValueError naming the file or value when it is not one; the C client checks
+    the same again (this only reads text, it verifies nothing)."""
+    s = os.fspath(root_pubkey)
+    if _is_key_hex(s):
+        return s
+    p = pathlib.Path(s)
+    if not p.is_file():
+        raise ValueError(f"{s}: neither 64 hex characters nor a file")
+    try:
+        text = p.read_text()[:200].strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{s}: cannot read the root key ({e})") from None
+    if not _is_key_hex(text):
+        raise ValueError(f"{s}: does not hold a public key (64 lowercase hex characters)")
+    return text
+
+
+def fingerprint(root_pubkey: str | os.PathLike) -> str:
+    """How every message names a key: the first 16 hex characters of the public key
+    itself (the C++ PublicKey::fingerprint(); root.pub starts with it)."""
+    return root_key_hex(root_pubkey)[:16]
 
 
 def version() -> str:

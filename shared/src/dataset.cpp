@@ -161,7 +161,7 @@ std::string read_maybe_gz(const std::string& path) {
   return gz::looks_gzipped(raw) ? gz::decompress(raw, wire::kMaxMessageBytes) : raw;
 }
 
-void add_file(Dataset& d, const std::string& path) {
+void add_file(Dataset& d, const std::string& path, std::vector<std::string>* origins) {
   std::string bytes = read_maybe_gz(path);
   std::vector<Shard> shards;
   try {
@@ -182,6 +182,7 @@ void add_file(Dataset& d, const std::string& path) {
     if (key != d.hardware_key)
       throw WireError(path + ": shard " + s.id + " is for " + key + ", the dataset for " + d.hardware_key);
     d.shards.push_back(std::move(s));
+    if (origins) origins->push_back(path);
   }
 }
 
@@ -195,7 +196,7 @@ Shard load_shard_file(const std::string& path) {
   }
 }
 
-Dataset load_dataset(const std::string& path) {
+Dataset load_dataset(const std::string& path, std::vector<std::string>* origins) {
   namespace fs = std::filesystem;
   Dataset d;
   if (fs::is_directory(path)) {
@@ -206,9 +207,9 @@ Dataset load_dataset(const std::string& path) {
         files.push_back(e.path().string());
     }
     std::sort(files.begin(), files.end());  // deterministic order
-    for (const auto& f : files) add_file(d, f);
+    for (const auto& f : files) add_file(d, f, origins);
   } else {
-    add_file(d, path);
+    add_file(d, path, origins);
   }
   return d;
 }

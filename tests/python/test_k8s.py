@@ -41,6 +41,8 @@ def test_validate_sh_passes(validator):
     assert {"dev", "production"} <= set(overlays), overlays
     for ov in overlays:
         assert f"ok k8s/overlays/{ov}/kustomization.yaml" in out, out
+    # The alert rules and the Grafana dashboard, their expressions against the exported metrics.
+    assert "ok k8s/monitoring:" in out, out
     n = int(re.search(r"(\d+) schema validations passed", out).group(1))
     assert n >= 80, out  # every resource, patched output and pod template, two versions
 
@@ -66,6 +68,13 @@ DEFECTS = [
     ("overlays/production/manifests/h100.yaml", "priority: 100", "priority: 99", "differs from manifests/h100.yaml"),
     ("base/agent/agent.yaml", "      automountServiceAccountToken: false\n      # The agent", "      # The agent",
      "automountServiceAccountToken must be false"),
+    # Monitoring: a metric no daemon exports, in a rule and in a dashboard panel; a bad duration.
+    ("monitoring/prometheus-rules.yaml", "expr: diode_agent_spool_depth > 50", "expr: diode_agent_spool_size > 50",
+     "metric diode_agent_spool_size is not exported"),
+    ("monitoring/grafana-dashboard.json", "sum by (manifest, state) (diode_coordinator_shards)",
+     "sum by (manifest, state) (diode_coordinator_shard_count)", "metric diode_coordinator_shard_count is not exported"),
+    ("monitoring/prometheus-rules.yaml", "          for: 30m\n", "          for: 30 minutes\n",
+     "is not a Prometheus duration"),
 ]
 
 
@@ -77,6 +86,13 @@ def test_validator_catches_planted_defects(tmp_path, validator):
     for m in (ROOT / "manifests").glob("*.yaml"):
         shutil.copy(m, copy / "manifests" / m.name)
     shutil.copytree(K8S, copy / "k8s", ignore=shutil.ignore_patterns("secrets"))
+    # The daemons' sources: validate.py reads the exported metric names from them.
+    for src in ("hub/main.cpp", "hub/src", "coordinator/src", "agent/main.cpp", "agent/src"):
+        if (ROOT / src).is_dir():
+            shutil.copytree(ROOT / src, copy / src)
+        elif (ROOT / src).is_file():
+            (copy / src).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / src, copy / src)
     for rel, old, new, _ in DEFECTS:
         f = copy / "k8s" / rel
         text = f.read_text()

@@ -1,7 +1,10 @@
 """The platform wheel (python/build_wheel.sh): built from this checkout, installed into a
-fresh venv that sees neither the checkout nor this environment's site-packages, and used
-there to pull and verify a real signed bundle (tests/data/bundles/) over HTTP with the
-libdiode_client.so the wheel carries, and to refuse tampered ones.
+fresh venv outside the checkout that sees neither the checkout nor this environment's
+site-packages -- torch first (the user's choice, not a dependency of the wheel), then the
+wheel, which must bring numpy and msgpack itself -- and used there, through its own `diode`
+command and its Python API, to pull and verify a real signed bundle (tests/data/bundles/)
+over HTTP with the libdiode_client.so the wheel carries, to verify the shipped models
+against the shipped release root key, and to refuse tampered bundles.
 
 It compiles the client and runs auditwheel (a few minutes on 2 cores), so it runs only
 with DIODE_TEST_WHEEL=1 (.ci/run sets it; docs/testing.md).
@@ -35,28 +38,58 @@ def wheel(tmp_path_factory):
     return path
 
 
+TORCH = "torch==2.13.0"  # the CPU build (pip's find-links on CI machines)
+RELEASE_ROOT_KEY = "80885e25d4fa0ee371b9130baa7ae22c8b5c7fce5ad1e237719e5d315db608a0"
+
+
+def _pip(py, *args):
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, f"pip install {' '.join(args)} failed:\n{r.stderr[-4000:]}"
+
+
+def _has(py, module):
+    return subprocess.run([str(py), "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory, wheel):
-    """A fresh venv (no --system-site-packages) with the wheel and its one dependency, msgpack."""
+    """A fresh venv (no --system-site-packages) outside the checkout: torch as a user installs
+    it, then the wheel, whose declared dependencies (numpy, msgpack) pip must resolve."""
     d = tmp_path_factory.mktemp("venv") / "v"
+    assert not str(d).startswith(str(ROOT))
     subprocess.run([sys.executable, "-m", "venv", str(d)], check=True, capture_output=True)
     py = d / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, f"pip install of {wheel.name} failed:\n{r.stderr[-4000:]}"
+    _pip(py, TORCH)
+    assert not _has(py, "numpy"), "torch brought numpy: the test would not show that the wheel declares it"
+    _pip(py, str(wheel))
+    assert _has(py, "numpy") and _has(py, "msgpack"), "the wheel does not declare numpy / msgpack"
     return py
 
 
-def _run_in_venv(py, cwd, code, **env):
-    """Runs `code` with the venv's python from a directory outside the checkout, with no
-    PYTHONPATH and no DIODE_CLIENT_LIB, so only what the wheel installed can be found."""
+def _clean_env(**env):
+    """No PYTHONPATH, no DIODE_CLIENT_LIB, no DIODE_* settings: only what the wheel installed counts."""
     clean = {k: v for k, v in os.environ.items()
              if k not in ("PYTHONPATH", "DIODE_CLIENT_LIB", "PYTHONHOME", "VIRTUAL_ENV")
              and not k.startswith(("DIODE_", "TORCH_DIODE_"))}
     clean.update(env)
-    r = subprocess.run([str(py), "-c", textwrap.dedent(code)], cwd=cwd, env=clean, capture_output=True, text=True)
+    return clean
+
+
+def _run_in_venv(py, cwd, code, **env):
+    """Runs `code` with the venv's python from a directory outside the checkout."""
+    r = subprocess.run([str(py), "-c", textwrap.dedent(code)], cwd=cwd, env=_clean_env(**env), capture_output=True,
+                       text=True)
     assert r.returncode == 0, f"in the wheel's venv:\n{r.stdout}\n{r.stderr}"
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _diode(py, cwd, *args, **env):
+    """The wheel's own `diode` console command (venv/bin/diode), run outside the checkout."""
+    exe = py.parent / "diode"
+    r = subprocess.run([str(exe), *args], cwd=cwd, env=_clean_env(XDG_CACHE_HOME=str(cwd / "xdg"), **env),
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_wheel_is_manylinux_and_bundles_the_client_and_its_libraries(wheel):
@@ -71,6 +104,15 @@ def test_wheel_is_manylinux_and_bundles_the_client_and_its_libraries(wheel):
     for want in ("libcurl-", "libcrypto-", "libssl-", "libnghttp2-"):
         assert any(n.startswith(want) for n in libs), f"{want}* not bundled; bundled: {libs}"
     assert not any("__pycache__" in n for n in names)
+    assert "torch_diode/cli.py" in names and "torch_diode/__main__.py" in names
+    # Declared: the `diode` command and every runtime dependency but torch (the user's choice).
+    whl = zipfile.ZipFile(wheel)
+    info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    meta = whl.read(f"{info}/METADATA").decode()
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    assert any(r.startswith("numpy") for r in requires) and any(r.startswith("msgpack") for r in requires), requires
+    assert not any(r.startswith("torch") for r in requires), requires
+    assert "diode = torch_diode.cli:main" in whl.read(f"{info}/entry_points.txt").decode()
     # The shipped signed models and the release root key (issue 19) are package data.
     # So are the GEMV tables of predict mode's M = 1 reduction (issue 20).
     for shipped in (ROOT / "python" / "torch_diode" / "bundles", ROOT / "python" / "torch_diode" / "hook" / "gemv_tables"):
@@ -180,3 +222,62 @@ def test_installed_wheel_refuses_tampered_bundles(venv, tmp_path):
     assert got["verify"] and got["verify"][0] == "verify" and "weights.msgpack: SHA-256" in got["verify"][1]
     assert got["pull"] and got["pull"][0] == "verify", got["pull"]
     assert not (tmp_path / "cache" / HW / "1").exists(), "a refused bundle must not reach the cache"
+
+
+def test_installed_wheel_imports_with_the_hook_available(venv, tmp_path):
+    """`import torch_diode` after `pip install torch <wheel>`: the hook loads (numpy came with
+    the wheel), nothing is logged about a missing module even at DEBUG."""
+    r = subprocess.run([str(venv), "-c", "import logging; logging.basicConfig(level=logging.DEBUG); "
+                                         "import torch_diode; from torch_diode.hook import api; "
+                                         "print(torch_diode.get_detected_hardware()['hardware_key'])"],
+                       cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "hook not loaded" not in r.stderr and "No module named" not in r.stderr, r.stderr
+    assert r.stdout.strip() == "None"  # a CPU machine
+
+
+def test_installed_wheel_diode_command(venv, tmp_path):
+    """The wheel's `diode` command: hardware, pull, verify, models list, and `python -m
+    torch_diode`, with the shipped release root key as the default trust anchor."""
+    code, out, err = _diode(venv, tmp_path, "--help")
+    assert code == 0 and "exit status:" in out, err
+    # No GPU here: exit 5 with one line; a named hardware key is reported as such.
+    code, out, err = _diode(venv, tmp_path, "hardware")
+    assert code == 5 and err.startswith("diode: error: no GPU") and len(err.splitlines()) == 1, (code, out, err)
+    code, out, err = _diode(venv, tmp_path, "hardware", DIODE_HARDWARE_KEY=HW)
+    assert code == 0 and out.splitlines()[0] == HW, (code, out, err)
+
+    cache = tmp_path / "cache"
+    hub = _Hub(REGISTRY)
+    try:
+        code, out, err = _diode(venv, tmp_path, "pull", "--hub", hub.url, "--hardware", HW, "--cache", str(cache),
+                                "--root-key", str(ROOT_PUB))
+    finally:
+        hub.close()
+    assert code == 0, err
+    pulled = cache / HW / "1"
+    assert out == f"{pulled}\n"
+    assert (pulled / "weights.msgpack").read_bytes() == (REGISTRY / HW / "1" / "weights.msgpack").read_bytes()
+    code, out, err = _diode(venv, tmp_path, "verify", str(pulled), "--root-key", str(ROOT_PUB))
+    assert code == 0 and out.startswith(f"OK {HW} version 1 expires "), (code, out, err)
+    # The same bundle against the default (shipped release) root key: refused, key by fingerprint.
+    code, out, err = _diode(venv, tmp_path, "verify", str(pulled))
+    assert code == 3 and f"pinned root key {RELEASE_ROOT_KEY[:16]}" in err and len(err.splitlines()) == 1, err
+
+    code, out, err = _diode(venv, tmp_path, "models", "list", "--cache", str(cache), "--json")
+    assert code == 0, err
+    models = json.loads(out)["models"]
+    assert {(m["hardware_key"], m["version"], m["source"]) for m in models if m["source"] == "cache"} == {(HW, 1, "cache")}
+    shipped = [m for m in models if m["source"] == "package"]
+    assert {m["hardware_key"] for m in shipped} >= {"nvidia-h100-80gb", "nvidia-h200-144gb"}, models
+    # Every shipped bundle, inside site-packages, verifies against the default root key.
+    for m in shipped:
+        assert "site-packages" in m["path"], m
+        code, out, err = _diode(venv, tmp_path, "verify", m["path"])
+        assert code == 0, err
+        assert out.startswith(f"OK {m['hardware_key']} version {m['version']} ") and \
+            out.strip().endswith(f"root key {RELEASE_ROOT_KEY[:16]}"), out
+
+    r = subprocess.run([str(venv), "-m", "torch_diode", "models", "list", "--cache", str(cache)], cwd=tmp_path,
+                       env=_clean_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith(f"{HW}\tversion 1\tverified "), r.stdout + r.stderr

@@ -22,20 +22,40 @@ namespace diode::cli {
 namespace {
 using namespace diode::bundle;
 
-// --root-key: 64 hex characters, or a file holding them (e.g. keys/root.pub).
-PublicKey load_root_key(const std::string& arg, const std::string& keys_dir) {
-  std::string v = arg;
+// The release root key shipped in the Python package (python/torch_diode/bundles/root.pub,
+// python/release/release_bundles.sh): the default trust anchor, as in the Python hook.
+#ifndef DIODE_SHIPPED_ROOT_KEY
+#define DIODE_SHIPPED_ROOT_KEY ""
+#endif
+
+// --root-key: 64 hex characters, or a file holding them (e.g. keys/root.pub). Without it,
+// $DIODE_ROOT_PUBKEY, then the shipped release root key -- the same order as torch_diode's
+// hook and its `diode` command (torch_diode/hook/sources.py root_key()).
+PublicKey load_root_key(const std::string& arg) {
+  std::string v = arg, from = "--root-key";
   if (v.empty()) {
-    if (const char* e = std::getenv("DIODE_ROOT_PUBKEY"); e && *e) v = e;
+    if (const char* e = std::getenv("DIODE_ROOT_PUBKEY"); e && *e) v = e, from = "DIODE_ROOT_PUBKEY";
   }
   if (v.empty()) {
-    const std::string dir = keys_dir.empty() ? default_keys_dir() : keys_dir;
-    v = dir + "/root.pub";
-    if (!std::filesystem::exists(v))
-      throw std::invalid_argument("no root key: pass --root-key HEX|FILE or set DIODE_ROOT_PUBKEY");
+    const std::string shipped = DIODE_SHIPPED_ROOT_KEY;
+    if (shipped.empty() || !std::filesystem::is_regular_file(shipped))
+      throw std::invalid_argument("no root key: pass --root-key HEX|FILE or set DIODE_ROOT_PUBKEY (the release root key " +
+                                  (shipped.empty() ? std::string("python/torch_diode/bundles/root.pub") : shipped) +
+                                  " is not there)");
+    v = shipped, from = "the release root key";
   }
-  if (v.size() != 64 || v.find_first_not_of("0123456789abcdef") != std::string::npos) v = io::read_file(v, 4096);
-  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  if (v.size() != 64 || v.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    if (!std::filesystem::is_regular_file(v))
+      throw std::invalid_argument(from + ": " + v + " is neither 64 hex characters nor a file");
+    const std::string file = v;
+    v = io::read_file(file, 4096);
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ' || v.back() == '\r')) v.pop_back();
+    try {
+      return PublicKey::from_hex(v);
+    } catch (const VerifyError& e) {
+      throw std::invalid_argument(from + ": " + file + ": " + e.what());
+    }
+  }
   return PublicKey::from_hex(v);
 }
 
@@ -99,7 +119,7 @@ void register_bundle_commands(CLI::App& app) {
   keys->add_subcommand("list", "List keys and whether the current root lists them")->callback([keys_dir] {
     const std::string dir = keys_dir->empty() ? default_keys_dir() : *keys_dir;
     for (const auto& k : keys_list(dir))
-      std::cout << k.role << "\t" << k.keyid << "\t" << (k.in_current_root ? "current" : "retired") << "\t" << k.path << "\n";
+      std::cout << k.role << "\t" << k.public_hex << "\t" << (k.in_current_root ? "current" : "retired") << "\t" << k.path << "\n";
   });
 
   struct PublishArgs {
@@ -136,7 +156,9 @@ void register_bundle_commands(CLI::App& app) {
       ->capture_default_str();
   pull_cmd->add_option("--hub", pl->hub, "Hub URL (https://, or http:// to loopback)")->envname("DIODE_HUB_URL");
   pull_cmd->add_option("--cache", pl->cache, "Cache directory (default $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or ~/.cache/diode)");
-  pull_cmd->add_option("--root-key", pl->root_key, "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY)");
+  pull_cmd->add_option("--root-key", pl->root_key,
+                       "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY, else the release root key "
+                       "shipped in python/torch_diode/bundles/root.pub)");
   pull_cmd->add_flag("--offline", pl->offline, "Use the cache only");
   pull_cmd->callback([pl] {
     PullOptions o;
@@ -144,7 +166,7 @@ void register_bundle_commands(CLI::App& app) {
     o.hub_url = pl->offline ? "" : pl->hub;
     if (o.hub_url.empty() && !pl->offline) throw std::invalid_argument("pass --hub URL (or set DIODE_HUB_URL), or --offline");
     o.cache_dir = pl->cache;
-    o.root_key = load_root_key(pl->root_key, "");
+    o.root_key = load_root_key(pl->root_key);
     PullResult r;
     try {
       r = pull(o);
@@ -171,10 +193,19 @@ void register_bundle_commands(CLI::App& app) {
   auto vdir = std::make_shared<std::string>();
   auto* ver = app.add_subcommand("verify", "Verify a bundle directory (signatures, root chain, hashes, expiry)");
   ver->add_option("BUNDLE_DIR", *vdir, "Bundle directory")->required();
-  ver->add_option("--root-key", *vroot, "Pinned root public key: hex or a file");
+  ver->add_option("--root-key", *vroot,
+                  "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY, else the release root key "
+                  "shipped in python/torch_diode/bundles/root.pub)");
   ver->callback([vdir, vroot] {
-    const BundleMeta m = verify_bundle_dir(*vdir, load_root_key(*vroot, ""), std::time(nullptr));
-    std::cout << "OK " << m.hardware_key << " version " << m.version << " expires " << format_time(m.expires) << "\n";
+    const PublicKey root = load_root_key(*vroot);
+    BundleMeta m;
+    try {
+      m = verify_bundle_dir(*vdir, root, std::time(nullptr));
+    } catch (const VerifyError& e) {
+      throw VerifyError(*vdir + ": " + e.what());  // which bundle, when a script verifies several
+    }
+    std::cout << "OK " << m.hardware_key << " version " << m.version << " expires " << format_time(m.expires)
+              << " root key " << root.fingerprint() << "\n";
   });
 
   auto* models = app.add_subcommand("models", "Bundles in a registry or the local cache");

@@ -85,8 +85,8 @@ PullResult cached(const PullOptions& opt) {
   if (!trust || v == 0)
     throw NetworkError("no cached bundle for " + opt.hardware_key + " in " + cache.string() + "; pull it online first");
   if (trust->anchor != opt.root_key.keyid())
-    throw VerifyError("the cache's trust state is anchored to root key " + trust->anchor.substr(0, 16) +
-                      ", not the given root key " + opt.root_key.keyid().substr(0, 16));
+    throw VerifyError("the cache's trust state is anchored to " + trust->anchor_name() + ", not the given root key " +
+                      opt.root_key.fingerprint() + "; use another cache directory");
   const fs::path dir = hw_dir / std::to_string(v);
   verify_bundle_dir_with(dir.string(), *trust, now_of(opt), opt.hardware_key, v);
   return {dir.string(), v, true, ""};

@@ -32,6 +32,8 @@ std::string PublicKey::hex() const { return to_hex(reinterpret_cast<const uint8_
 
 std::string PublicKey::keyid() const { return sha256_hex(raw); }
 
+std::string PublicKey::fingerprint() const { return hex().substr(0, 16); }
+
 PublicKey PublicKey::from_hex(std::string_view hex) {
   if (hex.size() != 64) throw VerifyError("public key must be 64 hex characters, got " + std::to_string(hex.size()));
   try {

@@ -179,7 +179,9 @@ std::vector<KeyInfo> keys_list(const std::string& dir) {
     for (const auto& e : fs::directory_iterator(rd)) {
       if (e.path().extension() != ".key") continue;
       const std::string id = e.path().stem().string();
-      out.push_back({role, id, e.path().string(), sk.root.root.keys.count(id) > 0 || sk.root.targets.keys.count(id) > 0});
+      const std::string pub = PrivateKey::from_pem(io::read_file(e.path().string(), 64 << 10)).public_key().hex();
+      out.push_back({role, id, pub, e.path().string(),
+                     sk.root.root.keys.count(id) > 0 || sk.root.targets.keys.count(id) > 0});
     }
   }
   return out;

@@ -140,30 +140,33 @@ const json& verify_envelope(const json& env, const Role& role, const std::string
                       std::to_string(kMaxSignatures));
   const std::string msg = canonical(s);
   std::set<std::string> good;
-  std::vector<std::string> bad, unknown, was_revoked;
+  std::vector<std::string> bad, was_revoked;
+  size_t unknown = 0;
   for (const auto& sig : sigs) {
     const std::string keyid = get_string(sig, "keyid", what + ".signatures[]", 64);
     const std::string hex = get_string(sig, "sig", what + ".signatures[]", 128);
     auto it = role.keys.find(keyid);
     if (it == role.keys.end()) {
       auto r = revoked.find(keyid);
+      // Not in this role: its public key is not known here, so it is named by
+      // what is known of it (never by its key id, which no user can match).
       if (r != revoked.end())
-        was_revoked.push_back(keyid.substr(0, 16) + " (revoked by root version " + std::to_string(r->second) + ")");
+        was_revoked.push_back("root version " + std::to_string(r->second));
       else
-        unknown.push_back(keyid.substr(0, 16));
+        ++unknown;
       continue;
     }
     std::string raw_sig;
     try {
       raw_sig = from_hex(hex);
     } catch (const std::invalid_argument&) {
-      bad.push_back(keyid.substr(0, 16));
+      bad.push_back(it->second.fingerprint());
       continue;
     }
     if (verify_signature(it->second, msg, raw_sig))
       good.insert(keyid);
     else
-      bad.push_back(keyid.substr(0, 16));
+      bad.push_back(it->second.fingerprint());
   }
   if (good.size() >= role.threshold && role.threshold > 0) return s;
   std::string why = what + ": " + std::to_string(good.size()) + " valid signature(s), " +
@@ -174,8 +177,10 @@ const json& verify_envelope(const json& env, const Role& role, const std::string
     return o;
   };
   if (!bad.empty()) why += "; invalid signature from key " + list(bad) + " (content altered or wrong key)";
-  if (!was_revoked.empty()) why += "; signed by revoked key " + list(was_revoked);
-  if (!unknown.empty()) why += "; signed by unknown key " + list(unknown);
+  if (!was_revoked.empty()) why += "; signed by revoked key (revoked by " + list(was_revoked) + ")";
+  if (unknown > 0)
+    why += "; signed by unknown key (" + std::to_string(unknown) + " signature(s) by keys that " + what +
+           "'s role does not list)";
   throw VerifyError(why);
 }
 

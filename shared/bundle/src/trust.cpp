@@ -15,7 +15,7 @@ Role parse_role(const json& roles, const std::string& name, const std::map<std::
   for (const auto& id : ids) {
     if (!id.is_string()) throw VerifyError(w + ".keyids: not a string");
     auto it = keys.find(id.get<std::string>());
-    if (it == keys.end()) throw VerifyError(w + ".keyids: key " + id.get<std::string>().substr(0, 16) + " not in keys");
+    if (it == keys.end()) throw VerifyError(w + ".keyids: lists a key id that is not in keys");
     role.keys.insert(*it);
   }
   role.threshold = get_uint(r, "threshold", w, kMaxKeysPerRole);
@@ -53,11 +53,13 @@ RootMeta parse_root(const json& s, const std::string& what) {
     throw VerifyError(what + ".keys: must be an object of at most " + std::to_string(2 * kMaxKeysPerRole) + " keys");
   std::map<std::string, PublicKey> parsed;
   for (const auto& [id, k] : keys.items()) {
-    const std::string w = what + ".keys." + id.substr(0, 16);
+    // Named by position: a key id is not a notation users see anywhere else.
+    const std::string w = what + ".keys[" + std::to_string(parsed.size()) + "]";
     if (get_string(k, "keytype", w, 16) != "ed25519") throw VerifyError(w + ".keytype: only ed25519 is supported");
     PublicKey pk = PublicKey::from_hex(get_string(k, "public", w, 64));
     // The id is the key's hash, so a root cannot list one key under another's id.
-    if (pk.keyid() != id) throw VerifyError(w + ": key id is not the SHA-256 of the public key");
+    if (pk.keyid() != id)
+      throw VerifyError(w + ": key " + pk.fingerprint() + " is listed under an id that is not the SHA-256 of its public key");
     parsed.emplace(id, pk);
   }
   const json& roles = field(s, "roles", what);
@@ -79,6 +81,12 @@ json make_root(uint64_t version, std::time_t expires, const std::map<std::string
           {"expires", format_time(expires)},
           {"keys", keys},
           {"roles", {{"root", role_json(root_keys, root_threshold)}, {"targets", role_json(targets_keys, targets_threshold)}}}};
+}
+
+std::string TrustState::anchor_name() const {
+  for (const auto* keys : {&meta.root.keys, &meta.targets.keys})
+    if (auto it = keys->find(anchor); it != keys->end()) return "root key " + it->second.fingerprint();
+  return "another root key (one the trusted root version " + std::to_string(meta.version) + " no longer lists)";
 }
 
 json TrustState::to_json() const {
@@ -122,8 +130,8 @@ TrustState update_trust(const json& chain, const PublicKey& pinned, const std::o
   size_t start = 0;
   if (trusted) {
     if (trusted->anchor != pinned.keyid())
-      throw VerifyError("the cache's trust state is anchored to root key " + trusted->anchor.substr(0, 16) +
-                        ", not the given root key " + pinned.keyid().substr(0, 16) + "; use another cache directory");
+      throw VerifyError("the cache's trust state is anchored to " + trusted->anchor_name() + ", not the given root key " +
+                        pinned.fingerprint() + "; use another cache directory");
     state = *trusted;
     if (last < state.meta.version)
       throw VerifyError("root rollback: the hub's newest root is version " + std::to_string(last) +
@@ -143,7 +151,7 @@ TrustState update_trust(const json& chain, const PublicKey& pinned, const std::o
     for (; start < chain.size() && !metas[start].root.keys.count(pid); ++start) {
     }
     if (start == chain.size())
-      throw VerifyError("roots: no root version lists the pinned root key " + pid.substr(0, 16) +
+      throw VerifyError("roots: no root version lists the pinned root key " + pinned.fingerprint() +
                         " (wrong root key for this hub?)");
     const std::string what = "root version " + std::to_string(metas[start].version);
     Role only_pinned{{{pid, pinned}}, 1};

@@ -38,8 +38,9 @@ bool looks_gzipped(std::string_view data);
 
 // Loads a dataset from a file or a directory (see above). Shards of another
 // hardware than the first one are an error. Throws WireError / runtime_error
-// naming the file.
-Dataset load_dataset(const std::string& path);
+// naming the file. If `origins` is given, (*origins)[i] is the file shard i
+// was read from (for messages that must name the file).
+Dataset load_dataset(const std::string& path, std::vector<std::string>* origins = nullptr);
 
 // Writes a dataset message, gzip-compressed when path ends in ".gz", atomically
 // (creating missing parent directories).

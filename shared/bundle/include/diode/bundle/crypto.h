@@ -25,10 +25,15 @@ class ExpiredError : public VerifyError {
 
 // An Ed25519 public key: 32 raw bytes. Its id is the hex SHA-256 of those bytes
 // (as TUF derives key ids from the key material), so an id cannot be forged.
+// Key ids stay inside the signed metadata; every message names a key by its
+// fingerprint (or its full hex), so a user can match it against root.pub.
 struct PublicKey {
   std::string raw;  // 32 bytes
   std::string hex() const;
   std::string keyid() const;
+  // The first 16 hex characters of hex(): how messages name a key, the same in
+  // C++ and Python (torch_diode.native.fingerprint). root.pub starts with it.
+  std::string fingerprint() const;
   // Accepts exactly 64 hex characters; throws VerifyError otherwise.
   static PublicKey from_hex(std::string_view hex);
 };

@@ -32,6 +32,7 @@ uint64_t keys_rotate(const std::string& dir, const std::string& role, bool keep_
 struct KeyInfo {
   std::string role;  // root, targets, revoked
   std::string keyid;
+  std::string public_hex;  // the 64-hex public key: what `keys list` prints (root.pub's notation)
   std::string path;
   bool in_current_root = false;
 };

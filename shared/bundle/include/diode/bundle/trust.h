@@ -35,6 +35,9 @@ struct TrustState {
   std::map<std::string, uint64_t> revoked;  // keyid -> root version that dropped it
 
   json to_json() const;
+  // The anchor as messages name it: "root key <fingerprint>" when the trusted root
+  // still lists it (its public key is then known), else a description.
+  std::string anchor_name() const;
   // From the client cache (written by us, still re-checked).
   static TrustState from_json(const json& j);
 };
