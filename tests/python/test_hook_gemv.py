@@ -2,7 +2,7 @@
 the lookup, the shapes it takes, the decomposition wrapper and the fixed launch config.
 
 The GPU half (that the reduction compiles with the fixed config and beats cuBLAS) is
-bench/gemv_reduction.py's, measured on the device (bench/RESULTS.md); here everything that
+bench/gemv_reduction.py (script removed; git history)'s, measured on the device (bench/RESULTS.md); here everything that
 runs without a GPU, on fake CUDA tensors where shapes matter."""
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ def test_install_wraps_inductors_mm_decomposition_and_cpu_passes_through(predict
 def test_an_m1_mm_becomes_inductors_reduction_with_the_tables_config(predict_hook):
     wrapper, _ = mm_decomposition()
     mode, a, b = fake_pair((1, 4096), (4096, 14336))
-    with mode:
+    with autotuning_gemms(), mode:
         out = wrapper(a, b)
     # Inductor's own decomposition ran (a reduction, not NotImplemented), fp16 out
     assert isinstance(out, torch.Tensor) and out.shape == (1, 14336) and out.dtype == torch.float16
@@ -209,9 +209,25 @@ def test_an_m1_mm_becomes_inductors_reduction_with_the_tables_config(predict_hoo
     assert api.get_prediction_stats()["gemv"] == {"reduction": 1}
     # where the table keeps cuBLAS (bf16 6144x1536), Inductor's decomposition declines as usual
     mode, a, b = fake_pair((1, 1536), (1536, 6144), dtype=torch.bfloat16)
-    with mode:
+    with autotuning_gemms(), mode:
         assert wrapper(a, b) is NotImplemented
     assert api.get_prediction_stats()["gemv"] == {"reduction": 1, "cublas_or_model": 1}
+
+
+def autotuning_gemms():
+    """The user's config autotunes GEMMs (max-autotune): where predict mode makes M = 1 a
+    reduction; under plain compile (zero configuration) it keeps cuBLAS."""
+    from torch._inductor import config
+    return config.patch(max_autotune_gemm=True)
+
+
+def test_under_plain_compile_an_m1_mm_keeps_cublas(predict_hook):
+    wrapper, _ = mm_decomposition()
+    mode, a, b = fake_pair((1, 4096), (4096, 14336))
+    with mode:
+        assert wrapper(a, b) is NotImplemented
+    assert gemv._planned == {}
+    assert api.get_prediction_stats()["gemv"] == {"plain_compile": 1}
 
 
 def test_topk_mode_and_the_option_off_leave_the_gemm_alone(predict_hook):
@@ -263,10 +279,10 @@ def test_an_m1_linear_with_bias_becomes_the_reduction_with_the_bias_in_fp32(pred
     mode, a, b = fake_pair((1, 4096), (4096, 14336))
     for bias_shape in ((14336,), (1, 14336)):
         bias = fake_bias(mode, bias_shape)
-        with mode:
+        with autotuning_gemms(), mode:
             out = wrapper(bias, a, b)
         assert isinstance(out, torch.Tensor) and out.shape == (1, 14336) and out.dtype == torch.float16
-    with mode:      # keyword beta / alpha are addmm's too
+    with autotuning_gemms(), mode:      # keyword beta / alpha are addmm's too
         assert isinstance(wrapper(fake_bias(mode, (14336,)), a, b, beta=0.5, alpha=2.0), torch.Tensor)
     assert gemv.planned_config(14336, 4096) == CFG
     assert api.get_prediction_stats()["gemv"] == {"reduction": 3}
@@ -275,10 +291,10 @@ def test_an_m1_linear_with_bias_becomes_the_reduction_with_the_bias_in_fp32(pred
     for bias, extra in ((fake_bias(mode, (14336,), torch.bfloat16), ()),
                         (fake_bias(mode, (2, 14336)), ()),
                         (fake_bias(mode, (14336,)), (torch.float16,))):
-        with mode:
+        with autotuning_gemms(), mode:
             assert wrapper(bias, a, b, *extra) is NotImplemented
     mode, a, b = fake_pair((1, 1536), (1536, 6144), dtype=torch.bfloat16)
-    with mode:
+    with autotuning_gemms(), mode:
         assert wrapper(fake_bias(mode, (6144,), torch.bfloat16), a, b) is NotImplemented
     assert api.get_prediction_stats()["gemv"] == {"reduction": 3, "cublas_or_model": 1}
 

@@ -23,7 +23,7 @@ says the reduction beats cuBLAS:
    fixed configs).
 
 The table (`gemv_tables/<hardware key>.json`, format below) is measured on the GPU by
-`bench/gemv_reduction.py`: for each (dtype, layout, outputs, K) of a grid, a launch config
+`bench/gemv_reduction.py` (script removed; git history): for each (dtype, layout, outputs, K) of a grid, a launch config
 chosen from those it timed through this hook (its --rule), that config's GPU time and
 cuBLAS's. A shape is looked up by its nearest measured entry (log2_distance, at most
 MAX_LOG2_DISTANCE); the reduction is used only where that entry's reduction beat cuBLAS by
@@ -42,6 +42,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import zero_config
 
 log = logging.getLogger("torch_diode")
 
@@ -296,6 +298,12 @@ def _plan(a: Any, b: Any, bias: Any = None) -> dict | None:
         return None
     from torch._inductor import config
     if config.coordinate_descent_tuning:       # Inductor decomposes mm and tunes on its own
+        return None
+    if not zero_config.user_autotunes_gemms(config):
+        # plain torch.compile keeps cuBLAS for M = 1: in whole decoders the table's reductions,
+        # fused with their neighbours, ran 1.04-1.10x plain on Llama/Mistral decode at batch 1
+        # (bench/models.py; docs/decisions/022-no-gemv-under-plain-compile.md)
+        state.stats.count_gemv("plain_compile")
         return None
     shape = matvec_shape(a, b)
     if shape is None or (bias is not None and not _bias_fits(bias, a, b)):
