@@ -29,13 +29,20 @@ struct Config {
   std::string data = "hub-data";
   std::string ingest = "tcp://127.0.0.1:5557";
   std::string http = "127.0.0.1:8080";
-  std::string server_key, allowlist, token_file, ready_file;
+  std::string server_key, allowlist, token_file, read_token_file, ready_file;
   size_t max_frame = 256u << 20;
   unsigned workers = std::max(1u, std::thread::hardware_concurrency());
   unsigned http_threads = 32;
   size_t http_max_body = 256u << 20;
   int http_header_timeout_ms = 10'000;
   int http_request_timeout_s = 300;
+  // Dataset exports and their /stats (defaults: diode::hub::HttpOptions).
+  unsigned max_exports = diode::hub::HttpOptions{}.max_exports;
+  double exports_per_minute = diode::hub::HttpOptions{}.export_rate_per_s * 60;
+  double export_burst = diode::hub::HttpOptions{}.export_burst;
+  // Contributions per contributor key.
+  double contributions_per_minute = diode::hub::HttpOptions{}.contribution_rate_per_s * 60;
+  double contribution_burst = diode::hub::HttpOptions{}.contribution_burst;
   uint64_t segment_mib = 1024;
   bool known_hardware_only = false;
   std::vector<std::string> manifests;  // new hardware only where one of them matches
@@ -123,13 +130,14 @@ std::pair<std::string, int> parse_host_port(const std::string& s) {
   return {s.substr(0, colon), port};
 }
 
-std::string read_token(const std::string& path) {
+// A bearer token file (write or read token): trailing whitespace dropped.
+std::string read_token(const std::string& path, const char* what) {
   std::string t = diode::io::read_file(path, 4096);
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  if (t.size() < 16) throw std::runtime_error(path + ": write token must be at least 16 characters");
+  if (t.size() < 16) throw std::runtime_error(path + ": " + what + " must be at least 16 characters");
   for (char c : t)
     if (std::isspace(static_cast<unsigned char>(c)) || !std::isprint(static_cast<unsigned char>(c)))
-      throw std::runtime_error(path + ": write token must be printable, without spaces");
+      throw std::runtime_error(path + ": " + what + " must be printable, without spaces");
   return t;
 }
 
@@ -156,7 +164,10 @@ int run(const Config& c) {
   if (allow.empty()) spdlog::warn("allowlist {} is empty: every agent will be refused", c.allowlist);
   std::string token;
   if (c.token_file.empty()) spdlog::warn("no --write-token-file: HTTP writes (contributions) are disabled");
-  else token = with_flag("--write-token-file", [&] { return read_token(c.token_file); });
+  else token = with_flag("--write-token-file", [&] { return read_token(c.token_file, "write token"); });
+  std::string read_tok;
+  if (!c.read_token_file.empty())
+    read_tok = with_flag("--read-token-file", [&] { return read_token(c.read_token_file, "read token"); });
   auto [host, port] = parse_host_port(c.http);
 
   diode::hub::Store::Options so;
@@ -206,6 +217,12 @@ int run(const Config& c) {
   ho.max_body_bytes = c.http_max_body;
   ho.header_timeout_ms = c.http_header_timeout_ms;
   ho.request_timeout_ms = c.http_request_timeout_s * 1000;
+  ho.read_token = read_tok;
+  ho.max_exports = c.max_exports;
+  ho.export_rate_per_s = c.exports_per_minute / 60;
+  ho.export_burst = c.export_burst;
+  ho.contribution_rate_per_s = c.contributions_per_minute / 60;
+  ho.contribution_burst = c.contribution_burst;
   auto* ing = ingest.get();
   diode::hub::HttpServer http(ho, store, committer, metrics, [&store, ing] {
     auto t = store.totals();
@@ -217,8 +234,10 @@ int run(const Config& c) {
   });
   http.start();
   if (retrainer) retrainer->start();
-  spdlog::info("diode-hub {} ready: ingest {} ({} decode workers), http {}:{}, automatic retraining {}", DIODE_VERSION,
-               c.ingest, c.workers, host, http.port(), retrainer ? "on" : "off");
+  spdlog::info("diode-hub {} ready: ingest {} ({} decode workers), http {}:{}, dataset exports {}, automatic retraining {}",
+               DIODE_VERSION, c.ingest, c.workers, host, http.port(),
+               read_tok.empty() ? "open (rate-limited per client address)" : "need the read token",
+               retrainer ? "on" : "off");
   if (!c.ready_file.empty())
     diode::io::write_file_atomic(c.ready_file, nlohmann::json{{"http_port", http.port()}, {"pid", ::getpid()}}.dump());
 
@@ -253,6 +272,30 @@ int main(int argc, char** argv) {
   app.add_option("--server-key", c.server_key, "CurveZMQ key pair of the hub (JSON key file) [required]");
   app.add_option("--allowlist", c.allowlist, "Agent public keys admitted to ingest, one per line [required]");
   app.add_option("--write-token-file", c.token_file, "File holding the bearer token for HTTP writes");
+  app.add_option("--read-token-file", c.read_token_file,
+                 "File holding a bearer token that dataset exports (GET /v1/datasets/HW and its /stats) then "
+                 "require (the write token works too); without it exports are open to anyone and rate-limited "
+                 "per client address (--export-burst, --exports-per-minute)");
+  app.add_option("--max-concurrent-exports", c.max_exports,
+                 "Dataset exports (and /stats) built at once; more are refused with 503 + Retry-After")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
+  app.add_option("--export-burst", c.export_burst,
+                 "Without --read-token-file: exports one client address may start at once, before the rate applies")
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--exports-per-minute", c.exports_per_minute,
+                 "Without --read-token-file: exports per minute per client address after the burst (429 beyond; 0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--contribution-burst", c.contribution_burst,
+                 "Contributions one contributor key may send at once, before the rate applies")
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--contributions-per-minute", c.contributions_per_minute,
+                 "Contributions per minute per contributor key after the burst (429 + Retry-After beyond; 0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   app.add_option("--max-frame-bytes", c.max_frame, "Largest shard frame accepted (ERR too_large above)")
       ->check(CLI::Range(size_t{1024}, size_t{256u << 20}))
       ->capture_default_str();

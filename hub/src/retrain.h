@@ -45,12 +45,12 @@ struct RetrainOptions {
   std::string trainer;    // diode-train
   std::vector<std::string> trainer_args;
   // Per hardware key, diode-train arguments after trainer_args (so they can override it):
-  // a recipe chosen for one hardware by validation, e.g. the H200's --keep-aten
-  // (docs/training.md, session 14). From --trainer-args-for KEY=ARGS.
+  // a recipe chosen for one hardware by validation, e.g. --keep-aten for one key (the
+  // trainer's options: docs/training.md). From --trainer-args-for KEY=ARGS.
   std::map<std::string, std::vector<std::string>> trainer_args_for;
   // Per hardware key, other hardware keys whose fleet data (the hub's own store, exported
   // with this hardware's) its training also reads, as `diode-train --extra-data FILE`: the
-  // H100 model trained on the H200's data too (docs/training.md, H100 version 10). From
+  // H100 model trained on the H200's data too (docs/decisions/009). From
   // --retrain-extra-data KEY=OTHER[,OTHER].
   std::map<std::string, std::vector<std::string>> extra_data_for;
   std::string signing_keys;  // key directory with the targets keys (`diode keys`)

@@ -418,3 +418,51 @@ TEST(Faults, RateLimiterTokenBucket) {
   EXPECT_LE(rl.keys(), 4u);
   EXPECT_TRUE(RateLimiter(0, 0).allow("x"));
 }
+
+// diode-hub --read-token-file: dataset exports and their /stats need
+// "Authorization: Bearer <read token>" (401 without it; the write token works
+// too), and the per-address export rate limit no longer applies.
+TEST(Faults, ReadTokenFileGuardsExports) {
+  const std::string read_token = "read-token-0123456789abcdef";
+  const auto base = fs::temp_directory_path() / ("diode-faults-readtoken-file-" + std::to_string(::getpid()));
+  fs::create_directories(base);
+  io::write_file_atomic((base / "read-token").string(), read_token + "\n");
+  Hub h("readtoken", {"--read-token-file", (base / "read-token").string(), "--export-burst", "1"});
+  h.start();
+  const std::string hw = hardware_key(tk::test_hardware());
+  auto r0 = h.push(wire::encode(tk::make_shard("rt-0", 100, 7)));
+  ASSERT_EQ(r0.at(1), "ACK") << (r0.size() > 4 ? r0[4] : "");
+
+  httplib::Client http("127.0.0.1", h.port());
+  http.set_read_timeout(30, 0);
+  for (const std::string& path : {"/v1/datasets/" + hw, "/v1/datasets/" + hw + "/stats"}) {
+    auto none = http.Get(path);
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401) << path << ": " << none->body;
+    EXPECT_EQ(none->get_header_value("WWW-Authenticate"), "Bearer");
+    auto wrong = http.Get(path, {{"Authorization", "Bearer not-the-read-token-0000"}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401) << path;
+  }
+  // With the token: 200, again and again (no per-address limit, though --export-burst is 1).
+  for (int i = 0; i < 3; ++i) {
+    auto ok = http.Get("/v1/datasets/" + hw, {{"Authorization", "Bearer " + read_token}});
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(ok->status, 200) << ok->body.substr(0, 200);
+    Dataset d = wire::decode_dataset(gz::decompress(ok->body, wire::kMaxMessageBytes));
+    EXPECT_EQ(d.hardware_key, hw);
+    EXPECT_EQ(d.shards.size(), 1u);
+  }
+  auto stats = http.Get("/v1/datasets/" + hw + "/stats", {{"Authorization", "Bearer " + read_token}});
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->status, 200) << stats->body;
+  // The write token is accepted as well.
+  auto by_writer = http.Get("/v1/datasets/" + hw, {{"Authorization", "Bearer " + h.token}});
+  ASSERT_TRUE(by_writer);
+  EXPECT_EQ(by_writer->status, 200);
+  // The other reads stay open.
+  auto hardware = http.Get("/v1/hardware");
+  ASSERT_TRUE(hardware);
+  EXPECT_EQ(hardware->status, 200);
+  fs::remove_all(base);
+}

@@ -7,9 +7,10 @@
 The release's step between the gate and `diode publish` (python/release/release_bundles.sh),
 so that the margin is signed with the model it was chosen for. Predict mode hands a Triton
 config over instead of cuBLAS only when the model predicts it faster by more than the margin;
-how far a confidently wrong Triton pick can miss differs from model to model (H200 candidate
-6 of session 24 needed 0.10 where version 5 needed 0.05), so one global default either costs
-the safe models speed or lets an unsafe one through.
+how far a confidently wrong Triton pick can miss differs from model to model (an H200
+candidate's worst validation GEMM read 1.196x cuBLAS at the margin 0.05 that suited version 5;
+docs/decisions/010), so one global default either costs the safe models speed or lets an
+unsafe one through.
 
 The choice is bench/aten_margin_choice.py's rule on this one model (one definition: its
 `choose`, on bench/predict_aten_margin.py's replay): the smallest margin of the grid whose
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rule", choices=RULES, default="mean",
                     help="predict mode's ATen rule the margin is chosen for and written with "
                          "(selection.aten_rule): mean (the ensemble's score, the default) or every_member "
-                         "(each member alone; bench/predict_member_agreement.py)")
+                         "(each member alone; bench/predict_member_agreement.py (script removed; git history))")
     a = ap.parse_args(argv)
     check_bound_and_spread(a)
     sel = selection_for(a.model, a.dataset, a.split_list, a.bound, a.max_spread, a.rule)

@@ -243,7 +243,7 @@ for hw in "${hardware[@]}"; do
     else failed+=("$hw (publish)"); fi
     continue
   fi
-  # Seed noise is larger than most recipe differences (docs/training.md, recipe search),
+  # Seed noise is larger than most recipe differences (docs/training.md, The release recipe),
   # so with --seeds the model is chosen by the validation split's top-1 regret.
   ok=1 best="" best_t1=""
   : > "$w/seeds.txt"

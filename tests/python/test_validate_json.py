@@ -4,6 +4,7 @@ torch-diode 0.1.1 harness when its anchors are present) and --report --compare."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -111,12 +112,24 @@ def test_report_and_compare(trained):
     j = json.loads(out)
     assert set(j) == {"problems", "model", "baselines", "compare"}
     assert set(j["compare"]) == {"top1", "top5", "top10", "per_op", "per_dtype"}
+    # The report is one page, index.html: its figures are inline SVG and it loads nothing.
     html = (rep / "index.html").read_text()
-    for s in ("regret_cdf.svg", "compared top1", "model top5", "cublas", "inductor_default", str(model_b)):
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html
+    for s in ("<link", "<script", 'src="http', 'href="http', "url(http"):
+        assert s not in html, f"the page loads an external resource: {s}"
+    # Its overall CDFs carry every series: the model, both baselines and the compared model.
+    for s in ("model top-1", "model top-5", "compared top-1", "compared top-5", "cublas (alone)",
+              "inductor_default (+ cuBLAS)", str(model_b)):
         assert s in html, s
-    svg = (rep / "regret_cdf.svg").read_text()
-    for s in ("model top-1", "model top-5", "compared top-1", "cublas", "inductor_default"):
-        assert s in svg, s
+    # Its headline holds the --json figures exactly (data-value round-trips the double).
+    values = {k: float(v) for k, v in re.findall(r'data-key="([a-z0-9_]+)" data-value="([^"]+)"', html)}
+    assert values["model_top1"] == j["model"]["top1"]["geomean"]
+    assert values["model_top5"] == j["model"]["top5"]["geomean"]
+    assert values["cublas"] == j["baselines"]["cublas"]["geomean"]
+    assert values["inductor_default"] == j["baselines"]["inductor_default"]["geomean"]
+    assert values["compare_top1"] == j["compare"]["top1"]["compared"]["geomean"] if isinstance(
+        j["compare"]["top1"], dict) and "compared" in j["compare"]["top1"] else "compare_top1" in values
+    assert f'<span data-key="problems">{j["problems"]}</span>' in html
     summary = json.loads((rep / "summary.json").read_text())
     assert summary["overall"] == {k: v for k, v in j.items() if k != "compare"}
 

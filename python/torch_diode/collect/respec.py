@@ -12,7 +12,7 @@ id `dataset-recollect/ID`. Placed at `.carry/collect-ID/spec.json` it is what
 `bash datasets/collect.sh ID N SECONDS` runs (collect.sh draws a spec only when none is
 there), and `datasets/add_parts.py` files its parts as `<day>-recollect-ID-pFFF-LLL`. Never
 reuse an ID, as with seeds. `--since V` keeps only problems whose newest version is at least V,
-so the oldest band can have its own ID first (session 16: `--before 2.2.0` as one ID, then
+so the oldest band can have its own ID first (e.g. `--before 2.2.0` as one ID, then
 `--before 2.5.0 --since 2.2.0 --part K/2` for the rest). On a machine of several GPUs, `--part K/N` gives each GPU its own
 disjoint share under its own ID (`datasets/collect_gpus.sh N SECONDS dataset ID0 ID1 ...`).
 `--model-top N --model DIR` (collector 2.6.0) also times the model's N top predicted configs
