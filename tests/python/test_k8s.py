@@ -395,9 +395,11 @@ def test_train_job_fails_when_the_gate_cannot_run_and_skips_it_on_request(tmp_pa
     assert p.returncode == 0 and "diode validate" not in calls and "diode publish" in calls
 
 
-def test_h200_training_job_uses_its_recipe():
+def test_h200_training_job_uses_the_release_recipe():
+    # the release trains the H200 with the trainer's default recipe (CHANGELOG.md): the
+    # cluster's job must not train another one
     text = (K8S / "overlays" / "production" / "training" / "mpijob-nvidia-h200-144gb.yaml").read_text()
-    assert "- --train-args=--keep-aten" in text
+    assert "--train-args" not in text.replace("# No --train-args", "")
 
 
 def test_train_job_refuses_root_keys_and_missing_model(tmp_path):
