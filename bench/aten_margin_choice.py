@@ -42,7 +42,7 @@ def choose(tables: dict[str, list[dict]], bound: float) -> float | None:
 
 def case_arguments(ap: argparse.ArgumentParser) -> None:
     """--case (repeatable), --max-spread, --bound and --json: the arguments of every replay
-    over models and their split lists (this script, bench/predict_member_agreement.py)."""
+    over models and their split lists (this script, bench/predict_member_agreement.py (script removed; git history))."""
     ap.add_argument("--case", nargs=4, action="append", required=True,
                     metavar=("LABEL", "MODEL", "DATASET", "SPLIT_LIST"),
                     help="a model, its dataset and the split's problem list (repeatable)")

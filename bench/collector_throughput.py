@@ -66,6 +66,52 @@ def print_breakdown(b: dict) -> None:
         print("records: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
+# Inductor's own EXHAUSTIVE max-autotune of one problem in a child process (step 3; from the
+# removed bench/collector_vs_inductor.py, git history).
+INDUCTOR_CHILD = r"""
+import json, sys, time, torch
+sys.path.insert(0, {py!r})
+from torch._inductor import config, select_algorithm
+from torch_diode import wire, inductor_compat as ic
+from torch_diode.collect.problems import make_fn, make_inputs
+from torch_diode.collect.records import to_config
+p = wire.problem_from_json(json.loads({pj!r}))
+out = {out!r}
+def saver(timings, name, input_nodes, choices, *rest):
+    rows = []
+    for ch, ms in timings.items():
+        ktc = ic.choice_ktc(ch)
+        cfg = to_config(ic.ktc_template_uid(ktc), {{**ic.ktc_params(ktc), **ic.ktc_extra(ktc)}}) if ktc else None
+        rows.append({{"config": wire.to_json(cfg) if cfg else None, "ms": ms if ms == ms and ms != float("inf") else None,
+                      "desc": str(getattr(ch, "description", ""))}})
+    json.dump({{"name": name, "n": len(timings), "t": time.perf_counter() - t0, "rows": rows}}, open(out, "w"))
+select_algorithm.add_feedback_saver(saver)
+inputs = make_inputs(p)
+t0 = time.perf_counter()
+with config.patch(max_autotune_gemm_search_space="EXHAUSTIVE", force_disable_caches=True,
+                  max_autotune_gemm_backends="TRITON,ATEN"):
+    fn = torch.compile(make_fn(p), mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)
+    fn(*inputs); torch.cuda.synchronize()
+print("inductor_wall_s", time.perf_counter() - t0, flush=True)
+"""
+
+
+def run_inductor(problem: dict, tmp: str, timeout: float) -> tuple[float, bool, dict | None]:
+    out = os.path.join(tmp, "inductor.json")
+    code = INDUCTOR_CHILD.format(py=os.path.join(ROOT, "python"), pj=json.dumps(problem), out=out)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)
+        finished = proc.returncode == 0
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)  # the child and its compile workers
+        proc.wait()
+        finished = False
+    wall = time.perf_counter() - t0
+    data = json.load(open(out)) if os.path.exists(out) else None
+    return wall, finished, data
+
 def main() -> int:
     if sys.argv[1:2] == ["--breakdown"]:  # no GPU: where the seconds of finished collections went
         probs = [x for f in sys.argv[2:] for x in json.load(open(f))["problems"]]
@@ -119,7 +165,6 @@ def main() -> int:
     if os.path.exists(a.out + ".stats.json"):
         print_breakdown(stage_breakdown(json.load(open(a.out + ".stats.json"))["problems"]))
     if a.inductor_timeout > 0 and walls:
-        from collector_vs_inductor import run_inductor
         small = sorted(range(len(shard.problems)), key=lambda i: len([r for r in recs if r.problem_index == i]))
         for i in small[:2]:
             p = shard.problems[i]

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   int agents = 1000, threads = 2, sockets_per_thread = 8;
   double seconds = 10;
   std::string sync = "full", db = (fs::temp_directory_path() / "diode_coordinator_scale.db").string();
-  size_t shards = 60000;
+  size_t shards = 20000;  // the coordinator's limit per manifest (20,000 shards)
   std::string bind = "tcp://127.0.0.1:25571";
   int think_ms = 0;
   app.add_option("--agents", agents)->capture_default_str();

@@ -1,11 +1,10 @@
-"""CUPTI kernel trace of repeated calls, shared by the GPU benchmarks in bench/.
+"""CUPTI kernel trace of repeated calls, used by bench/hook_end_to_end.py.
 
 trace_events(call, marker, reps) runs `marker()` then `call()` `reps` times under the
 CUDA profiler and returns the Chrome trace's events. The marker (e.g. an L2 flush,
 `buf.bitwise_not_()`) launches one kernel before each call, so a parser can split the
 trace into calls at it: call_launches(events, marker) gives each call's GPU activities in
-launch order (hook_end_to_end.per_call, collector_fidelity.per_call_kernels and
-aten_triton_clock build on it).
+launch order (hook_end_to_end.per_call builds on it).
 """
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def problems_of(paths, keep=None, max_spread: float = 0.0, keep_failed: bool = F
     (only those whose problem_key is in `keep`, when given; without the disturbed records when
     max_spread > 0, so a pick or a best never rests on one). keep_failed: also one failed record
     (compile error, out of resources) of each config that has no ok one, after the ok records,
-    for a caller that must see a model pick such a config (bench/pick_retime.py).
+    for a caller that must see a model pick such a config (bench/pick_retime.py (script removed; git history)).
 
     A problem in several shards is one problem, grouped as `diode validate` and the trainer
     group it (models/src/problem_set.h, group_by_problem): only the shards of the newest

@@ -84,7 +84,7 @@ TOP_K = 5
 
 def list_split(diode: str, dataset: str, split: str, max_spread: float = 0.0) -> list[dict]:
     """The split's problems with their configs and times, from `diode validate --list-split
-    --json` (also bench/ensemble_rankings.py's). --max-spread leaves disturbed records out of
+    --json` (also bench/ensemble_rankings.py (script removed; git history)'s). --max-spread leaves disturbed records out of
     the listing exactly as out of the scoring, so a rankings file made with it is scored by
     `diode validate --max-spread` with the same value; 0: the data as measured."""
     out = subprocess.run([diode, "validate", "--dataset", dataset, "--list-split", split, "--json",

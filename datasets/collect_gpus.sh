@@ -24,7 +24,7 @@
 # DIODE_SKIP_GPUS=K leaves the first K GPUs (and K shares of the cores) to other work of the
 # same device call, e.g. a benchmark on GPU 0 (pinned to GPU 0's share of the cores; the
 # collectors are pinned to the cores above it) while GPUs 1-3 collect:
-#   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python bench/pick_retime.py ... &
+#   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python bench/pick_retime.py (script removed; git history) ... &
 #   DIODE_SKIP_GPUS=1 bash datasets/collect_gpus.sh 200 480 dataset2 S1 S2 S3; wait
 # The files that other work writes to $OUT count against the device's 8 too
 # (DIODE_OUT_MINIMAL=1: only the parts come back, whatever the number of seeds).

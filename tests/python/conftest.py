@@ -29,7 +29,7 @@ def golden_dir():
 def synthetic_models(tmp_path_factory):
     """(work dir, a synthetic dataset of 150 problems, [two tiny models trained on it with
     seeds 2 and 5]) from the C++ build (diode-synth-data, diode-train), trained once for
-    every test that scores models (test_validate_json, test_ensemble_rankings). Tests
+    every test that scores models (test_validate_json). Tests
     that use it skip themselves when the build is absent; the models are not to be
     modified (copy one first)."""
     from model_tools import SYNTH, TRAIN, run

@@ -1,7 +1,7 @@
 """The C++ model tools the model-scoring tests drive (diode validate, diode-train,
 diode-synth-data), from the build tree (DIODE_BUILD_DIR, default build/): their paths,
 the skip marker for a tree without them, and one way to run them. Shared by conftest's
-synthetic_models fixture, test_validate_json, test_ensemble_rankings and the bench tests that
+synthetic_models fixture, test_validate_json and the bench tests that
 score the shipped model."""
 from __future__ import annotations
 

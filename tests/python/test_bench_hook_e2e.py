@@ -348,3 +348,10 @@ def test_shipped_model_follows_the_detected_hardware(monkeypatch):
         newest = max(int(v.name) for v in (shipped / key).iterdir() if v.name.isdigit())
         assert b.shipped_model_dir(key) == str(shipped / key / str(newest))
     assert b.shipped_model_dir("nvidia-a100-80gb") is None
+
+
+def test_goals_are_a_data_constant_at_the_top():
+    src = (ROOT / "bench" / "hook_end_to_end.py").read_text()
+    assert src.index("\nGOALS = {") < src.index("\ndef ")
+    assert all(m in ("geomean", "max") and isinstance(t, float) and w for m, t, w in b.GOALS.values())
+    assert b.GOALS["predict_gpu_vs_best"][1] == 1.03 and b.GOALS["top5_gpu_vs_cublas_max"][1] == 1.10

@@ -413,7 +413,7 @@ def test_retime_static_warms_the_gpu_up_untimed_first():
 
 
 def test_warm_up_runs_untimed_rounds_for_a_while_and_is_bounded():
-    # the collector's static stage and bench/collector_fidelity.py both warm up through it
+    # the collector's static stage and bench/collector_fidelity.py (script removed; git history) both warm up through it
     from torch_diode.collect.engine import warm_up
     calls = []
 

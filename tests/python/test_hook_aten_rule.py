@@ -1,4 +1,4 @@
-"""Predict mode's aten_rule (bench/predict_member_agreement.py): with "every_member" an
+"""Predict mode's aten_rule (bench/predict_member_agreement.py (script removed; git history)): with "every_member" an
 ensemble hands a Triton config over only when every member alone predicts it faster than ATen
 by more than the margin; the option, model.json selection.aten_rule and the default ("mean")."""
 import dataclasses

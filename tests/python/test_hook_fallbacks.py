@@ -32,8 +32,8 @@ def hook(monkeypatch, tmp_path):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv(sources.ENV_ROOT_KEY, "ab" * 32)
     monkeypatch.setenv(sources.ENV_CACHE, str(tmp_path / "cache"))
-    monkeypatch.setitem(api._hw_cache, "hw", {"device_name": "NVIDIA H100 80GB HBM3", "hardware_key": HW})
-    monkeypatch.setattr(api, "_registered", [])
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"device_name": "NVIDIA H100 80GB HBM3", "hardware_key": HW})
+    monkeypatch.setattr(api.PROCESS, "registered", [])
     torch_diode.reset_prediction_stats()
     yield tmp_path
     api.uninstall()
@@ -196,7 +196,7 @@ def test_no_model_anywhere(hook):
 def test_runtime_errors_fall_back_and_are_counted(hook, caplog, monkeypatch):
     d = write_model_dir(str(hook / "m"))
     assert torch_diode.install(d, top_k=3)
-    ranker = api._state.ranker
+    ranker = api.active_state().ranker
     monkeypatch.setattr(ranker.model.module, "forward", lambda x: torch.full((x.shape[0],), float("nan")))
     with caplog.at_level(logging.WARNING, logger="torch_diode"):
         default_path_taken("non_finite_prediction")

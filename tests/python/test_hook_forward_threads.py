@@ -1,6 +1,6 @@
 """The hook's model forwards run on one intra-op thread (ranking._OneIntraOpThread): on a
 busy machine (torch.compile's workers) a 16-thread OpenMP region waits at every op's barrier
-(48 ms against 1.1 ms per ranking on a busy H200 host, bench/hook_rank_threads.py). The
+(48 ms against 1.1 ms per ranking on a busy H200 host, bench/hook_rank_threads.py (script removed; git history)). The
 count is restored afterwards, also when a forward raises and when rankings overlap."""
 import threading
 

@@ -40,11 +40,11 @@ def parse(doc) -> gemv.GemvTable:
 
 @pytest.fixture
 def fresh_tables():
-    gemv._tables.clear()
-    gemv._planned.clear()
+    gemv.PROCESS.gemv_tables.clear()
+    gemv.PROCESS.planned.clear()
     yield
-    gemv._tables.clear()
-    gemv._planned.clear()
+    gemv.PROCESS.gemv_tables.clear()
+    gemv.PROCESS.planned.clear()
 
 
 # ------------------------------------------------------------------ the shipped table
@@ -136,7 +136,7 @@ def test_load_table_env_shipped_missing_and_wrong_hardware(tmp_path, monkeypatch
     monkeypatch.setenv(gemv.ENV_TABLE, str(p))
     assert gemv.load_table("nvidia-h100-80gb").hardware == "test-gpu"
     # a broken one is logged and not used
-    gemv._tables.clear()
+    gemv.PROCESS.gemv_tables.clear()
     p.write_text("{")
     assert gemv.load_table("x") is None
 
@@ -195,7 +195,7 @@ def test_install_wraps_inductors_mm_decomposition_and_cpu_passes_through(predict
     f = torch.compile(lambda x, w: torch.nn.functional.linear(x, w))
     x, w = torch.randn(1, 64), torch.randn(32, 64)
     torch.testing.assert_close(f(x, w), x @ w.t())
-    assert gemv._planned == {}
+    assert gemv.PROCESS.planned == {}
 
 
 def test_an_m1_mm_becomes_inductors_reduction_with_the_tables_config(predict_hook):
@@ -226,7 +226,7 @@ def test_under_plain_compile_an_m1_mm_keeps_cublas(predict_hook):
     mode, a, b = fake_pair((1, 4096), (4096, 14336))
     with mode:
         assert wrapper(a, b) is NotImplemented
-    assert gemv._planned == {}
+    assert gemv.PROCESS.planned == {}
     assert api.get_prediction_stats()["gemv"] == {"plain_compile": 1}
 
 
@@ -241,7 +241,7 @@ def test_topk_mode_and_the_option_off_leave_the_gemm_alone(predict_hook):
     mode, a, b = fake_pair((1, 4096), (4096, 14336))
     with mode:
         assert wrapper(a, b) is NotImplemented        # not installed: Inductor's behaviour
-    assert gemv._planned == {}
+    assert gemv.PROCESS.planned == {}
 
 
 def test_under_coordinate_descent_inductor_decomposes_and_tunes_on_its_own(predict_hook):
@@ -250,7 +250,7 @@ def test_under_coordinate_descent_inductor_decomposes_and_tunes_on_its_own(predi
     mode, a, b = fake_pair((1, 4096), (4096, 14336))
     with config.patch(coordinate_descent_tuning=True), mode:
         assert isinstance(wrapper(a, b), torch.Tensor)
-    assert gemv._planned == {}                         # no fixed config: coordinate descent tunes it
+    assert gemv.PROCESS.planned == {}                         # no fixed config: coordinate descent tunes it
 
 
 def addmm_decomposition():
@@ -271,7 +271,7 @@ def test_install_wraps_inductors_addmm_decomposition(predict_hook):
     f = torch.compile(lambda x, w, b: torch.nn.functional.linear(x, w, b))
     x, w, b = torch.randn(1, 64), torch.randn(32, 64), torch.randn(32)
     torch.testing.assert_close(f(x, w, b), torch.addmm(b, x, w.t()))
-    assert gemv._planned == {}
+    assert gemv.PROCESS.planned == {}
 
 
 def test_an_m1_linear_with_bias_becomes_the_reduction_with_the_bias_in_fp32(predict_hook):
@@ -326,7 +326,7 @@ def tiling(x, r):
 
 def test_fixed_config_goes_to_the_planned_reduction_only(fresh_tables):
     from torch._inductor.codegen.triton import FixedTritonConfig, TritonKernel
-    gemv._planned[(14336, 4096)] = dict(CFG)
+    gemv.PROCESS.planned[(14336, 4096)] = dict(CFG)
     kw = gemv.fixed_config_kwargs(Features(sympy.Integer(14336), sympy.Integer(4096)), tiling(14336, 4096),
                                   TritonKernel, {"features": None})
     assert isinstance(kw["fixed_config"], FixedTritonConfig) and kw["fixed_config"].config == CFG
@@ -345,7 +345,7 @@ def test_fixed_config_goes_to_the_planned_reduction_only(fresh_tables):
 def test_the_handler_applies_it_through_inductors_hook(predict_hook):
     from torch._inductor.codegen.triton import TritonKernel
     handler = api.ChoicesFactory(api.current_state())()
-    gemv._planned[(14336, 4096)] = dict(CFG)
+    gemv.PROCESS.planned[(14336, 4096)] = dict(CFG)
     kw = handler.triton_kernel_kwargs(TritonKernel, Features(sympy.Integer(14336), sympy.Integer(4096)),
                                       tiling(14336, 4096), {})
     assert kw["fixed_config"].config == CFG

@@ -59,8 +59,8 @@ def hook(monkeypatch, tmp_path, registry):
     monkeypatch.setenv(sources.ENV_CACHE, str(tmp_path / "cache"))
     for k in (sources.ENV_MODEL, sources.ENV_HUB):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setitem(api._hw_cache, "hw", {"hardware_key": HW})
-    monkeypatch.setattr(api, "_registered", [])
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"hardware_key": HW})
+    monkeypatch.setattr(api.PROCESS, "registered", [])
     torch_diode.reset_prediction_stats()
     yield tmp_path
     api.uninstall()

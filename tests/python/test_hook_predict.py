@@ -17,7 +17,8 @@ from torch._inductor import config as inductor_config  # noqa: E402
 from torch_diode.features import FeatureSpec  # noqa: E402
 from torch_diode.hook import api, compat, extract  # noqa: E402
 from torch_diode.hook.choices import DiodeChoicesMixin, HookState, choices_class  # noqa: E402
-from torch_diode.hook.ranking import ENV_MODE, Options, Ranker, ReferenceRanker  # noqa: E402
+from reference_ranker import ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import ENV_MODE, Options, Ranker  # noqa: E402
 from torch_diode.hook.ranking import config_key as ranking_config_key  # noqa: E402
 from torch_diode.hook.stats import Stats  # noqa: E402
 from torch_diode.model import LoadedModel  # noqa: E402

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 from test_hook_model import write_model_dir  # noqa: E402
 from torch_diode.collect.enumerate import mm_configs  # noqa: E402
 from torch_diode.features import FeatureSpec, raw_features  # noqa: E402
-from torch_diode.hook.ranking import (Options, Ranker, ReferenceRanker, margin_of_distinct,  # noqa: E402
+from reference_ranker import ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import (Options, Ranker, margin_of_distinct,  # noqa: E402
                                       raw_feature_matrix, select, select_array, top_margin)
 from torch_diode.model import CASCADE_OFFSET, load_model_dir  # noqa: E402
 from torch_diode.wire import KernelConfig, Problem  # noqa: E402

@@ -37,7 +37,7 @@ def both(hook, monkeypatch):
     model load is recorded in `loads`. Returns make(pulled_version, shipped_version)."""
     monkeypatch.delenv(sources.ENV_PACKAGE)  # conftest turns the shipped models off
     monkeypatch.setattr(sources, "PACKAGE_DIR", str(hook / "pkg"))
-    monkeypatch.setattr(api, "_warned", set())
+    monkeypatch.setattr(api.PROCESS, "warned", set())
     monkeypatch.setenv(sources.ENV_HUB, HUB)
     loads = []
     real_load = api.load_model_dir

@@ -133,9 +133,9 @@ def hook(monkeypatch, tmp_path):
     for k in (sources.ENV_MODEL, sources.ENV_HUB, sources.ENV_ROOT_KEY):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv(sources.ENV_CACHE, str(tmp_path / "cache"))
-    monkeypatch.setitem(api._hw_cache, "hw", {"hardware_key": H100})
-    monkeypatch.setattr(api, "_registered", [])
-    monkeypatch.setattr(api, "_warned", set())
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"hardware_key": H100})
+    monkeypatch.setattr(api.PROCESS, "registered", [])
+    monkeypatch.setattr(api.PROCESS, "warned", set())
     torch_diode.reset_prediction_stats()
     yield tmp_path
     api.uninstall()

@@ -20,7 +20,7 @@ HUB = "https://hub.example"
 @pytest.fixture
 def fresh(hook, monkeypatch):
     """The `hook` slate plus an empty set of already-warned causes."""
-    monkeypatch.setattr(api, "_warned", set(), raising=False)
+    monkeypatch.setattr(api.PROCESS, "warned", set(), raising=False)
     return hook
 
 
@@ -119,7 +119,7 @@ def test_no_model_configured_on_a_gpu_is_warned_and_counted_per_gemm(fresh, capl
 
 
 def test_no_gpu_is_quiet_at_import_unless_a_hub_is_configured(fresh, caplog, monkeypatch):
-    monkeypatch.setitem(api._hw_cache, "hw", {"device": None, "hardware_key": None, "reason": "no CUDA device"})
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"device": None, "hardware_key": None, "reason": "no CUDA device"})
     with caplog.at_level(logging.WARNING, logger="torch_diode"):
         assert api.auto_install() is False  # e.g. `import torch_diode.wire` on a CPU machine
     assert warnings_of(caplog) == []
@@ -131,7 +131,7 @@ def test_no_gpu_is_quiet_at_import_unless_a_hub_is_configured(fresh, caplog, mon
 
 
 def test_explicit_install_without_gpu_warns(fresh, caplog, monkeypatch):
-    monkeypatch.setitem(api._hw_cache, "hw", {"device": None, "hardware_key": None, "reason": "no CUDA device"})
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"device": None, "hardware_key": None, "reason": "no CUDA device"})
     with caplog.at_level(logging.WARNING, logger="torch_diode"):
         assert torch_diode.install() is False
     (w,) = warnings_of(caplog)
@@ -185,7 +185,7 @@ def gemv_table_env(fresh, monkeypatch):
     p.write_text(json.dumps(table_doc([{"dtype": "float16", "layout": "inner", "n": 4096, "k": 4096, "config": CFG,
                                         "reduction_us": 10.0, "cublas_us": 13.0}], hardware=HW)))
     monkeypatch.setenv(gemv.ENV_TABLE, str(p))
-    monkeypatch.setattr(gemv, "_tables", {})
+    monkeypatch.setattr(gemv.PROCESS, "gemv_tables", {})
     prior = api.get_options()
     yield p
     api.uninstall()
@@ -217,9 +217,9 @@ def test_without_a_model_no_table_topk_mode_or_gpu_means_not_installed_at_import
     api.set_options(gemv_reduction=True)
     api.uninstall()
     # a hardware key without a GPU (DIODE_HARDWARE_KEY on a CPU machine): nothing to reduce on
-    monkeypatch.setitem(api._hw_cache, "hw", {"device": None, "hardware_key": HW,
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"device": None, "hardware_key": HW,
                                               "hardware_key_source": "DIODE_HARDWARE_KEY"})
     assert api.auto_install() is False and not torch_diode.is_installed()
-    monkeypatch.setitem(api._hw_cache, "hw", {"device_name": "NVIDIA H100 80GB HBM3", "hardware_key": HW})
+    monkeypatch.setitem(api.PROCESS.hardware, "hw", {"device_name": "NVIDIA H100 80GB HBM3", "hardware_key": HW})
     monkeypatch.delenv("TORCH_DIODE_GEMV_TABLE")             # a GPU, and no table for it (none ships for HW)
     assert api.auto_install() is False and not torch_diode.is_installed()

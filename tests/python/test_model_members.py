@@ -19,7 +19,8 @@ from torch_diode.hook.choices import HookState, choices_class  # noqa: E402
 from torch_diode.hook.stats import Stats  # noqa: E402
 from torch_diode import wire  # noqa: E402
 from torch_diode.features import FeatureSpec  # noqa: E402
-from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker  # noqa: E402
+from reference_ranker import ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import Options, Ranker  # noqa: E402
 from torch_diode.model import (CASCADE_OFFSET, LoadedModel, ModelFormatError, cascade_scores,  # noqa: E402
                                is_aten_template, load_model_dir)
 from torch_diode.wire import KernelConfig, Problem  # noqa: E402

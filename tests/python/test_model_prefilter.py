@@ -17,7 +17,8 @@ from test_hook_rank_fast import exhaustive  # noqa: E402,F401  (a fixture)
 from test_model_members import (ATEN, INPUTS, PROBLEMS, assert_rankers_agree, doc_forward,  # noqa: E402
                                 member_weights, packed, write_ensemble_dir)
 from torch_diode import wire  # noqa: E402
-from torch_diode.hook.ranking import Options, Ranker, ReferenceRanker, config_key  # noqa: E402
+from reference_ranker import ReferenceRanker  # noqa: E402
+from torch_diode.hook.ranking import Options, Ranker, config_key  # noqa: E402
 from torch_diode.model import (CASCADE_OFFSET, MAX_KEEP, PREFILTER_OFFSET, ModelFormatError,  # noqa: E402
                                Prefilter, is_aten_template, load_model_dir, prefilter_scores,
                                prefilter_set)

@@ -45,7 +45,7 @@ class StackedMLP(nn.Module):
     layer's weights stacked [members, in, out] and applied by one batched matmul (baddbmm:
     bias + x W^T, as nn.Linear's addmm), so N - 1 members cost one forward's worth of torch
     calls instead of N - 1 (the calls, not the arithmetic, dominate on the few rows of a
-    cascade: bench/hook_rank_speed.py --model). forward(x [rows, in]) -> [members, rows]."""
+    cascade: bench/hook_rank_speed.py (script removed; git history) --model). forward(x [rows, in]) -> [members, rows]."""
 
     def __init__(self, members: list[ResidualMLP]):
         super().__init__()

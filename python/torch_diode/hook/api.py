@@ -1,36 +1,33 @@
-"""The hook's public API (re-exported by torch_diode): install, models, stats, options."""
+"""The hook's public API (re-exported by torch_diode): install, models, stats, options.
+
+The process state these functions read and write (options, counters, registered models,
+the installed state, the detected hardware) is hook/state.py's `PROCESS`, under its lock;
+this module is its only writer of options, registered models and the install.
+"""
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import threading
 import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from ..model import LoadedModel, ModelFormatError, load_model_dir
 from . import compat, contribute, detect, gemv, sources, zero_config
-from .choices import ChoicesFactory, DiodeChoicesMixin, HookState, options_dict
+from .choices import (ChoicesFactory, DiodeChoicesMixin, HookState, current_state,  # noqa: F401 (re-exported)
+                      options_dict, state_for)
 from .ranking import Options, Ranker
-from .stats import CallRecord, Stats
+from .state import ENV_HARDWARE_KEY, PROCESS, active_state, detected_hardware  # noqa: F401 (re-exported)
+from .stats import CallRecord, Stats  # noqa: F401 (re-exported)
 
 log = logging.getLogger("torch_diode")
 
 ENV_AUTO_INSTALL = "TORCH_DIODE_AUTO_INSTALL"
 
-_lock = threading.RLock()
-_stats = Stats()                 # one set of counters for the process, across installs
-_options = Options()
-_registered: list[str] = []      # register_model() paths, newest last
-_state: HookState | None = None  # the active state, once install() ran
-_install: "_InstallRecord | None" = None
-_hw_cache: dict[str, Any] = {}
-_rebuilt: dict[tuple, HookState] = {}
-
-
 @dataclass
 class _InstallRecord:
+    """What uninstall() restores (state.PROCESS.install while installed)."""
     mode: str            # "config" (inductor_choices_class) | "thread" (V.set_choices_handler)
     prior_config: Any    # the value of inductor_choices_class before install
     prior_thread: Any    # this thread's cached handler before install, or compat.MISSING
@@ -40,32 +37,14 @@ class _InstallRecord:
 
 # ---------------------------------------------------------------- hardware and models
 
-ENV_HARDWARE_KEY = "DIODE_HARDWARE_KEY"
-
-
 def get_detected_hardware(refresh: bool = False) -> dict[str, Any]:
     """This process's accelerator: HardwareId fields and `hardware_key` (None without a GPU).
 
     `DIODE_HARDWARE_KEY` names the hardware key explicitly (e.g. to fetch and check the
     bundle of a GPU from a machine without one, as the demo does); it wins over detection
-    and the result says so under "hardware_key_source".
+    and the result says so under "hardware_key_source". Detected once (state.detected_hardware).
     """
-    with _lock:
-        if refresh or "hw" not in _hw_cache:
-            try:
-                _hw_cache["hw"] = detect.describe(detect.detect_hardware())
-                _hw_cache["hw"]["hardware_key_source"] = "detected"
-            except Exception as e:  # a broken driver must not break `import torch_diode`
-                log.debug("torch_diode: hardware detection failed: %s", e)
-                _hw_cache["hw"] = {"device": None, "hardware_key": None, "reason": f"detection failed: {e}"}
-            forced = os.environ.get(ENV_HARDWARE_KEY, "").strip()
-            if forced:
-                from ..hardware import is_valid_hardware_key
-                if is_valid_hardware_key(forced):
-                    _hw_cache["hw"].update(hardware_key=forced, hardware_key_source=ENV_HARDWARE_KEY)
-                else:
-                    log.warning("torch_diode: ignoring %s=%r: not a hardware key", ENV_HARDWARE_KEY, forced)
-        return dict(_hw_cache["hw"])
+    return detected_hardware(refresh)
 
 
 def _hardware_key() -> str | None:
@@ -75,7 +54,7 @@ def _hardware_key() -> str | None:
 def list_available_models() -> list[dict[str, Any]]:
     """Models the hook could use, in the order it would try them (the hub is not listed)."""
     out = []
-    for c in sources.candidates(_hardware_key(), list(reversed(_registered))):
+    for c in sources.candidates(_hardware_key(), list(reversed(PROCESS.registered))):
         entry = {"name": _name(c), "path": c.path, "source": c.source, "bundle": c.is_bundle,
                  "version": c.version}
         if not c.is_bundle:
@@ -112,10 +91,10 @@ def register_model(name_or_path: str) -> dict[str, Any]:
                                       f"{name_or_path!r} is neither a directory nor a listed model name")
         path = matches[0]["path"]
     model = _load_candidate(sources.classify(path, "explicit"), _hardware_key())
-    with _lock:
-        _registered.append(model.info.path if not sources.is_bundle_dir(path) else os.path.abspath(path))
-        if _install is not None:
-            _activate(HookState(Ranker(model), _options, _stats))
+    with PROCESS.lock:
+        PROCESS.registered.append(model.info.path if not sources.is_bundle_dir(path) else os.path.abspath(path))
+        if PROCESS.install is not None:
+            _activate(HookState(Ranker(model), PROCESS.options, PROCESS.stats))
     return _describe(model)
 
 
@@ -188,15 +167,14 @@ REMEDIES = {
     "hardware_mismatch": "the hub/cache/package model is for another GPU: check DIODE_HARDWARE_KEY, or "
                          "remove that cache entry",
 }
-_warned: set[tuple[str, str]] = set()  # (reason, subject) already warned about in this process
 
 
 def _warn_no_model(reason: str, detail: str, subject: str, warn: bool = True) -> None:
     """One WARNING per cause (reason + what it concerns: a path, the hub, a hardware key);
     repeats (every install(), set_options() re-resolve, ...) go to debug."""
     key = (reason, subject)
-    if warn and key not in _warned:
-        _warned.add(key)
+    if warn and key not in PROCESS.warned:     # (reason, subject) already warned about in this process
+        PROCESS.warned.add(key)
         log.warning("torch_diode: no model, Inductor's default GEMM configs are used (%s): %s. To fix: %s",
                     reason, detail, REMEDIES.get(reason, "see docs/hook.md, Fallbacks"))
     else:
@@ -207,8 +185,8 @@ def _warn_not_used(reason: str, detail: str, subject: str, used: LoadedModel) ->
     """One WARNING per cause for a source that failed although a later one (the package)
     gave a model: the message must not claim that Inductor's defaults are used."""
     key = (reason, subject)
-    if key not in _warned:
-        _warned.add(key)
+    if key not in PROCESS.warned:
+        PROCESS.warned.add(key)
         log.warning("torch_diode: %s (%s): %s; using the model shipped with the package instead (%s version %s). "
                     "To fix: %s", "model source not used", reason, detail, used.info.hardware_key,
                     used.bundle_version, REMEDIES.get(reason, "see docs/hook.md, Fallbacks"))
@@ -233,14 +211,14 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
     if explicit:
         named.append(explicit)
     else:
-        named += reversed(_registered)
+        named += reversed(PROCESS.registered)
         if os.environ.get(sources.ENV_MODEL):
             named.append(os.environ[sources.ENV_MODEL])
     reason = "no_model"
     failed: list[tuple[sources.SourceError, str]] = []  # warned about once the outcome is known
 
     def fail(e: sources.SourceError, subject: str) -> str:
-        _stats.count_load_failure(e.reason)
+        PROCESS.stats.count_load_failure(e.reason)
         failed.append((e, subject))
         return e.reason
 
@@ -286,7 +264,7 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
         try:
             model = _load_candidate(shipped, hw_key)
         except sources.SourceError as e:
-            _stats.count_load_failure(e.reason)
+            PROCESS.stats.count_load_failure(e.reason)
             shipped_error = e  # warned about below if the hub/cache model fails too
         else:
             if pulled is not None:
@@ -321,33 +299,9 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
     return none(reason)
 
 
-def state_for(model_path: str | None, options: Options) -> HookState:
-    """A state for unpickled factories (compile subprocesses): same model path, same options."""
-    key = (model_path, options)
-    with _lock:
-        if _state is not None and _state.model_path == model_path and _state.options == options:
-            return _state
-        if key not in _rebuilt:
-            ranker, reason = None, "no_model"
-            if model_path:
-                try:
-                    ranker = Ranker(load_model_dir(model_path))
-                except Exception as e:
-                    reason = "model_load_failed"
-                    _stats.count_load_failure(reason)
-                    log.warning("torch_diode: cannot reload %s in this process: %s", model_path, e)
-            _rebuilt[key] = HookState(ranker, options, _stats, reason)
-        return _rebuilt[key]
-
-
-def current_state() -> HookState:
-    with _lock:
-        return _state if _state is not None else HookState(None, _options, _stats)
-
-
-def active_state() -> HookState | None:
-    """The installed hook's state, None when the hook is not installed."""
-    return _state
+# state_for() (unpickled factories), current_state() (the active state, or one without a
+# model) and active_state() (None when not installed) are choices.py's and state.py's,
+# imported above and part of this module's API as before.
 
 
 # ---------------------------------------------------------------- install / uninstall
@@ -373,12 +327,12 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
     Raises RuntimeError if another InductorChoices handler is installed, unless `force`
     (uninstall() restores it); compat.UnsupportedTorch on a torch without the hook.
     """
-    global _options
-    with _lock:
+    with PROCESS.lock:
         if options:
-            _options = replace(_options, **options)
+            PROCESS.options = replace(PROCESS.options, **options)
         loaded, reason = resolve_model(model)
-        state = HookState(Ranker(loaded) if loaded else None, _options, _stats, reason or "no_model")
+        state = HookState(Ranker(loaded) if loaded else None, PROCESS.options, PROCESS.stats,
+                          reason or "no_model")
         _activate(state, force=force)
         return loaded is not None
 
@@ -397,11 +351,14 @@ def _maybe_contribute() -> None:
 
 
 def _activate(state: HookState, force: bool = False) -> None:
-    global _state, _install
+    """Installs `state` (PROCESS.lock held by the caller)."""
     base = compat.choices_base()  # raises UnsupportedTorch with the reason on old torch
+    if state.ranker is not None:  # issue 54: template families changed since the model's data pass through
+        from . import staleness
+        staleness.apply(state.ranker.model)
     _maybe_contribute()
-    if _install is not None:      # re-install: restore first so the prior values stay exact
-        force = force or _install.forced
+    if PROCESS.install is not None:      # re-install: restore first so the prior values stay exact
+        force = force or PROCESS.install.forced
         _uninstall_locked()
     factory = ChoicesFactory(state)
     prior_thread = compat.thread_handler()
@@ -420,14 +377,14 @@ def _activate(state: HookState, force: bool = False) -> None:
         # Inductor caches the handler it built from the old config in this thread; drop
         # it so the next compile builds ours. uninstall() puts it back.
         compat.set_thread_handler(compat.MISSING)
-        _install = _InstallRecord("config", prior_config, prior_thread, factory, force)
+        record = _InstallRecord("config", prior_config, prior_thread, factory, force)
     else:
         if foreign_thread and not force:
             raise RuntimeError(f"torch_diode: this thread already has choices handler "
                                f"{type(prior_thread).__name__}; install(force=True) replaces it")
         compat.set_thread_handler(factory())
-        _install = _InstallRecord("thread", None, prior_thread, factory, force)
-    _state = state
+        record = _InstallRecord("thread", None, prior_thread, factory, force)
+    PROCESS.install, PROCESS.active = record, state
     # Predict mode's GEMV reductions need Inductor's mm decomposition wrapped (once per
     # process; the wrapper passes through whenever the hook is not installed in predict mode).
     if state.gemv_table_in_use is not None and not gemv.install_decomposition():
@@ -444,18 +401,17 @@ def _activate(state: HookState, force: bool = False) -> None:
                  "plain torch.compile engaged (zero configuration)" if zc
                  else "engaged under max-autotune only")
     else:
-        log.info("torch_diode: installed (%s) without a model (%s)", _install.mode, state.no_model_reason)
+        log.info("torch_diode: installed (%s) without a model (%s)", record.mode, state.no_model_reason)
 
 
 def uninstall() -> bool:
     """Restores exactly the handler/config that install() found. False if not installed."""
-    with _lock:
+    with PROCESS.lock:
         return _uninstall_locked()
 
 
 def _uninstall_locked() -> bool:
-    global _install, _state
-    rec = _install
+    rec = PROCESS.install
     if rec is None:
         return False
     if rec.mode == "config":
@@ -466,12 +422,12 @@ def _uninstall_locked() -> bool:
     cur = compat.thread_handler()
     if cur is compat.MISSING or isinstance(cur, DiodeChoicesMixin):
         compat.set_thread_handler(rec.prior_thread)
-    _install, _state = None, None
+    PROCESS.install, PROCESS.active = None, None
     return True
 
 
 def is_installed() -> bool:
-    return _install is not None
+    return PROCESS.install is not None
 
 
 def auto_install() -> bool:
@@ -484,9 +440,10 @@ def auto_install() -> bool:
         log.debug("torch_diode: %s=0, not installing", ENV_AUTO_INSTALL)
         return False
     try:
-        with _lock:
+        with PROCESS.lock:
             loaded, reason = resolve_model(quiet=True)
-            state = HookState(Ranker(loaded) if loaded else None, _options, _stats, reason or "no_model")
+            state = HookState(Ranker(loaded) if loaded else None, PROCESS.options, PROCESS.stats,
+                              reason or "no_model")
             table = None
             if loaded is None and get_detected_hardware().get("device_name"):  # a GPU, not a forced key
                 table = state.gemv_table_in_use  # a GPU without a model may still have one
@@ -514,22 +471,22 @@ def auto_install() -> bool:
 def set_options(**options: Any) -> dict[str, Any]:
     """Changes top_k / threshold / max_kept / search_space / fallback / mode / aten_margin /
     aten_rule / aten_shortcut (validated); applies now."""
-    global _options
-    with _lock:
-        _options = replace(_options, **options)
-        if _state is not None:
-            _activate(HookState(_state.ranker, _options, _stats, _state.no_model_reason))
+    with PROCESS.lock:
+        PROCESS.options = replace(PROCESS.options, **options)
+        st = PROCESS.active
+        if st is not None:
+            _activate(HookState(st.ranker, PROCESS.options, PROCESS.stats, st.no_model_reason))
         return get_options()
 
 
 def get_options() -> dict[str, Any]:
-    return options_dict(_options)     # the same keys a pickled factory carries
+    return options_dict(PROCESS.options)     # the same keys a pickled factory carries
 
 
 def get_prediction_stats() -> dict[str, Any]:
-    s = _stats.snapshot()
-    st = _state
-    s["installed"] = _install is not None
+    s = PROCESS.stats.snapshot()
+    st = PROCESS.active
+    s["installed"] = PROCESS.install is not None
     s["model"] = st.model_path if st else None
     s["model_id"] = st.model_id if st and st.ranker else None
     m = st.ranker.model if st and st.ranker else None
@@ -550,7 +507,7 @@ def get_prediction_stats() -> dict[str, Any]:
 
 
 def reset_prediction_stats() -> None:
-    _stats.reset()
+    PROCESS.stats.reset()
 
 
 def set_log_level(level: int | str) -> None:
@@ -566,8 +523,8 @@ def set_log_level(level: int | str) -> None:
 def profile_predictions() -> Iterator[list[CallRecord]]:
     """Collects a CallRecord per finalize call made inside the block (any thread)."""
     sink: list[CallRecord] = []
-    _stats.add_profile(sink)
+    PROCESS.stats.add_profile(sink)
     try:
         yield sink
     finally:
-        _stats.remove_profile(sink)
+        PROCESS.stats.remove_profile(sink)

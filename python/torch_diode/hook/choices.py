@@ -16,6 +16,22 @@ KernelTemplateChoice (KTC) per template. The hook:
 
 Any exception in 2-4 gives Inductor exactly the lists it would have used (the DEFAULT
 space, unfiltered), logs the reason once, and counts it in get_prediction_stats().
+
+Override points. Like torch/_inductor/choices.py, whose InductorChoices methods are the
+places where a subclass changes Inductor's decisions, this module overrides exactly these
+methods of the base class (choices_class() builds the subclass per torch version):
+- the finalize hook this torch calls (`_finalize_template_configs` or its predecessor,
+  through inductor_compat.choices_subclass): the selection above (`_diode_finalize`);
+- `get_ktc` (torch >= 2.10): under an engaged zero-configuration lowering, templates the
+  hook would drop are not enumerated (hook/zero_config.py);
+- `triton_kernel_kwargs` (torch 2.11+): a fixed launch config for predict mode's planned
+  GEMV reductions (hook/gemv.py);
+- `uuid` (Inductor's FX-graph cache key): HookState.uuid(), the model, the options and the
+  GEMV table in use.
+Every other InductorChoices method is the base class's. The scoring itself is pluggable
+through HookState.ranker: any object with the methods of protocols.Ranker (ranking.Ranker
+is the one installed). The process state these read (the installed HookState, options,
+counters, hardware) is hook/state.py's.
 """
 from __future__ import annotations
 
@@ -28,15 +44,19 @@ from typing import Any
 from .. import __version__
 from .. import inductor_compat as ic
 from ..wire import OPS
-from . import compat, contribute, extract, gemv, zero_config
-from .ranking import DEFAULT_ATEN_MARGIN, Options, Ranker, config_key
+from ..model import load_model_dir
+from . import compat, contribute, extract, gemv, ranking, zero_config
+from .protocols import Ranker
+from .ranking import DEFAULT_ATEN_MARGIN, Options, config_key
+from .state import PROCESS, hardware_key
 from .stats import CallRecord, Stats
 
 log = logging.getLogger("torch_diode")
 
 
 class HookState:
-    """What every handler instance shares: the model, the options and the counters."""
+    """What every handler instance shares: the model (through its ranker, any object with
+    the protocols.Ranker methods; None without a model), the options and the counters."""
 
     def __init__(self, ranker: Ranker | None, options: Options, stats: Stats | None = None,
                  no_model_reason: str = "no_model"):
@@ -51,8 +71,7 @@ class HookState:
     def gemv_table(self):
         """This hardware's GEMV launch-config table (hook/gemv.py), or None."""
         if self._gemv_table is gemv:
-            from . import api
-            self._gemv_table = gemv.load_table(api.get_detected_hardware().get("hardware_key"))
+            self._gemv_table = gemv.load_table(hardware_key())
         return self._gemv_table
 
     @property
@@ -201,10 +220,12 @@ class DiodeChoicesMixin:
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
                            "k": problem.k, "dtype": problem.dtype_a}
-            if not state.ranker.model.info.in_domain(problem.batch, problem.m, problem.n, problem.k):
+            from .staleness import disabled_ops  # issue 54: the op's template changed since the model's data
+            stale = op_name in disabled_ops(state.ranker.model)
+            if stale or not state.ranker.model.info.in_domain(problem.batch, problem.m, problem.n, problem.k):
                 # sizes the model never saw (model.json dataset.domain): its prediction there is
                 # an unbounded extrapolation, so the model does not choose
-                rec.outcome = "passthrough:outside_domain"
+                rec.outcome = "passthrough:stale_template" if stale else "passthrough:outside_domain"
                 own = _own_aten(candidates)
                 if state.options.mode == "predict" and own:   # what plain torch.compile runs
                     return _aten_alone(state, rec, candidates, own, call_base)
@@ -417,7 +438,7 @@ def _cublas_choice(candidates: dict, own: Any) -> Any:
     `aten` is the collector's record, which calls torch.addmm with the 1-D bias
     (collect/problems.py, bias_shape), i.e. this same epilogue: bias_addmm / aten 0.991
     geomean, median 1.008 over 156 H100 problems, the same call timed twice
-    (bench/dataset_bias_addmm.py)."""
+    (bench/dataset_bias_addmm.py (script removed; git history))."""
     return next((k for v in candidates.values() for k in v if compat.ktc_uid(k) == BIAS_ADDMM), own)
 
 
@@ -468,16 +489,14 @@ def _reason(e: Exception) -> str:
     return "prediction_error"
 
 
-_CLASS_CACHE: dict[type, type] = {}
-
-
 def choices_class(base: type | None = None) -> type:
     """The handler class for this torch: built by inductor_compat.choices_subclass (the
     factory the collector uses too) from DiodeChoicesMixin and `base` (default
     InductorChoices), overriding whichever finalize hook this version calls."""
     base = base or compat.choices_base()
-    if base in _CLASS_CACHE:
-        return _CLASS_CACHE[base]
+    built = PROCESS.handler_classes.get(base)   # one class per base for the process (state.py)
+    if built is not None:
+        return built
 
     def finalize(self, parent, args, kwargs):
         return self._diode_finalize(args, kwargs)
@@ -490,8 +509,7 @@ def choices_class(base: type | None = None) -> type:
     def __init__(self, state: HookState | None = None):
         base.__init__(self)
         if state is None:  # built by Inductor from the class itself: use the active state
-            from . import api
-            state = api.current_state()
+            state = current_state()
         self._diode_state = state
 
     def get_ktc(self, *args, **kwargs):
@@ -511,8 +529,8 @@ def choices_class(base: type | None = None) -> type:
         namespace["triton_kernel_kwargs"] = triton_kernel_kwargs
     cls = ic.choices_subclass(finalize, base, name="DiodeInductorChoices", mixins=(DiodeChoicesMixin,),
                               namespace=namespace)
-    _CLASS_CACHE[base] = cls
-    return cls
+    with PROCESS.lock:
+        return PROCESS.handler_classes.setdefault(base, cls)
 
 
 class ChoicesFactory:
@@ -549,5 +567,32 @@ def options_dict(o: Options) -> dict:
 
 def _rebuild_factory(model_path: str | None, options: dict, uuid: str) -> ChoicesFactory:
     """Unpickling in a compile subprocess: reload the same model from its path."""
-    from . import api
-    return ChoicesFactory(api.state_for(model_path, Options(**options)))
+    return ChoicesFactory(state_for(model_path, Options(**options)))
+
+
+def current_state() -> HookState:
+    """The installed hook's state, or (not installed) a state without a model with the
+    process's options and counters."""
+    with PROCESS.lock:
+        active = PROCESS.active
+        return active if active is not None else HookState(None, PROCESS.options, PROCESS.stats)
+
+
+def state_for(model_path: str | None, options: Options) -> HookState:
+    """A state for unpickled factories (compile subprocesses): same model path, same options."""
+    key = (model_path, options)
+    with PROCESS.lock:
+        active = PROCESS.active
+        if active is not None and active.model_path == model_path and active.options == options:
+            return active
+        if key not in PROCESS.rebuilt:
+            ranker, reason = None, "no_model"
+            if model_path:
+                try:
+                    ranker = ranking.Ranker(load_model_dir(model_path))
+                except Exception as e:
+                    reason = "model_load_failed"
+                    PROCESS.stats.count_load_failure(reason)
+                    log.warning("torch_diode: cannot reload %s in this process: %s", model_path, e)
+            PROCESS.rebuilt[key] = HookState(ranker, options, PROCESS.stats, reason)
+        return PROCESS.rebuilt[key]

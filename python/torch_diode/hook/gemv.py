@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from . import zero_config
+from .state import PROCESS, active_state
 
 log = logging.getLogger("torch_diode")
 
@@ -189,10 +190,6 @@ def parse_table(data: bytes, source: str = "<bytes>") -> GemvTable:
     return GemvTable(hw, entries, hashlib.sha256(data).hexdigest()[:16], source)
 
 
-_tables: dict[str, GemvTable | None] = {}
-_tables_lock = threading.Lock()
-
-
 def load_table(hardware_key: str | None) -> GemvTable | None:
     """The table for this hardware: $TORCH_DIODE_GEMV_TABLE if set, else the shipped
     gemv_tables/<hardware key>.json; None when there is none. A broken table is logged
@@ -205,8 +202,9 @@ def load_table(hardware_key: str | None) -> GemvTable | None:
     else:
         return None
     key = str(path)
-    with _tables_lock:
-        if key not in _tables:
+    tables = PROCESS.gemv_tables        # path -> table, or None (state.py)
+    with PROCESS.lock:
+        if key not in tables:
             table = None
             if path.is_file():
                 try:
@@ -216,8 +214,8 @@ def load_table(hardware_key: str | None) -> GemvTable | None:
                 except (OSError, GemvTableError) as e:
                     log.warning("torch_diode: GEMV table not used: %s", e)
                     table = None
-            _tables[key] = table
-        return _tables[key]
+            tables[key] = table
+        return tables[key]
 
 
 # --------------------------------------------------------------- shapes
@@ -275,24 +273,25 @@ def _bias_fits(bias: Any, a: Any, b: Any) -> bool:
 
 # --------------------------------------------------------------- the decomposition
 
-# (outputs, K) -> launch config, for this process. The decomposition (AOT tracing) and the
-# codegen that reads this (triton_kernel_kwargs) see no common per-compile object, so the key
-# is the reduction's size alone: a later reduction of exactly that size (a sum over K of N
-# rows) also gets the config, which is a valid launch config for it; fp16 and bf16 GEMVs of
-# one size share the last one planned.
-_planned: dict[tuple[int, int], dict[str, int]] = {}
+# The planned reductions, (outputs, K) -> launch config, are process state
+# (state.PROCESS.planned). The decomposition (AOT tracing) and the codegen that reads them
+# (triton_kernel_kwargs) see no common per-compile object, so the key is the reduction's size
+# alone: a later reduction of exactly that size (a sum over K of N rows) also gets the config,
+# which is a valid launch config for it; fp16 and bf16 GEMVs of one size share the last one
+# planned.
 _PLANNED_MAX = 4096
+# Once per process, not hook state: Inductor's own decompositions that install_decomposition()
+# wrapped ("mm", "addmm"), so that they are wrapped once whatever installs and uninstalls follow.
 _wrap_lock = threading.Lock()
-_wrapped: dict[str, Any] = {}           # "mm", "addmm": Inductor's decompositions, wrapped
+_wrapped: dict[str, Any] = {}
 
 
 def planned_config(outputs: int, k: int) -> dict[str, int] | None:
-    return _planned.get((outputs, k))
+    return PROCESS.planned.get((outputs, k))
 
 
 def _plan(a: Any, b: Any, bias: Any = None) -> dict | None:
-    from . import api
-    state = api.active_state()
+    state = active_state()
     table = state.gemv_table_in_use if state is not None else None
     if table is None:
         return None
@@ -312,9 +311,11 @@ def _plan(a: Any, b: Any, bias: Any = None) -> dict | None:
     state.stats.count_gemv("reduction" if cfg else "cublas_or_model")
     if cfg is None:
         return None
-    if len(_planned) >= _PLANNED_MAX:
-        _planned.clear()
-    _planned[(shape[2], shape[3])] = cfg
+    with PROCESS.lock:
+        planned = PROCESS.planned
+        if len(planned) >= _PLANNED_MAX:
+            planned.clear()
+        planned[(shape[2], shape[3])] = cfg
     return cfg
 
 
@@ -397,13 +398,14 @@ def fixed_config_kwargs(features: Any, groups: Any, kernel_cls: Any, kernel_kwar
     """kernel_kwargs with a FixedTritonConfig for the reduction of a planned matrix-vector
     product (outputs and K as planned, one x and one r dim, not persistent); otherwise
     kernel_kwargs unchanged."""
-    if not _planned or kernel_kwargs.get("fixed_config") is not None:
+    planned = PROCESS.planned     # read without the lock: one dict lookup per kernel
+    if not planned or kernel_kwargs.get("fixed_config") is not None:
         return kernel_kwargs
     try:
         numel, rnumel = features.numel, features.reduction_numel
         if not (getattr(numel, "is_number", False) and getattr(rnumel, "is_number", False)):
             return kernel_kwargs
-        cfg = _planned.get((int(numel), int(rnumel)))
+        cfg = planned.get((int(numel), int(rnumel)))
         if cfg is None:
             return kernel_kwargs
         tiling = groups[0] if isinstance(groups, (list, tuple)) and groups and isinstance(groups[0], dict) else groups
@@ -439,7 +441,6 @@ def _init_params(kernel_cls: type) -> frozenset:
 
 
 def _count(outcome: str) -> None:
-    from . import api
-    state = api.active_state()
+    state = active_state()
     if state is not None:
         state.stats.count_gemv(outcome)

@@ -22,9 +22,10 @@ model.prefilter_scores: the pre-filter predicts every config, member 0 only its 
 and the ATen configs (the set P), the other members the cascade set drawn from P; the
 pre-filter's predictions are cached as one more member's.
 
-`ReferenceRanker` is the previous implementation (torch_diode.features per config, one
-Python sort): bench/hook_rank_speed.py and tests/python/test_hook_rank_fast.py check that
-`Ranker` returns exactly its scores and ranking.
+The previous implementation (torch_diode.features per config, one Python sort) is the test
+oracle: tests/python/reference_ranker.py (ReferenceRanker); tests/python/test_hook_rank_fast.py
+and the model tests check that `Ranker` returns exactly its scores and ranking.
+`Ranker` implements protocols.Ranker, the interface the handler (choices.py) calls.
 """
 from __future__ import annotations
 
@@ -50,18 +51,17 @@ DEFAULT_THRESHOLD = 0.05   # keep configs predicted within 5% of the best time
 DEFAULT_MAX_KEPT = 16      # never keep more than this many Triton configs, whatever the threshold
 # Predict mode hands over a Triton config instead of the op's ATen (cuBLAS) kernel only when
 # the model predicts it faster by more than this share: time_triton x (1 + margin) < time_aten.
-# cuBLAS is rarely far from the best, while a confidently wrong Triton pick can cost 1.2-1.5x.
-# The margin is a release decision, taken on the validation split of the shipped models by
-# bench/aten_margin_choice.py: the smallest margin of its grid that keeps every validation
-# GEMM within 1.10x of cuBLAS for every shipped model. 0.05 since H100 version 8 (session 21):
-# its worst GEMM is 1.014x cuBLAS at 0.05 (geomean 0.917x, 0.942x at 0.10), H200 version 4's
-# 1.096x (0.906x; 1.000x and 0.925x at 0.10); H200 version 5's (session 22) 1.054x (0.901x).
-# 0.10 for H100 version 7 (session 16), whose
-# worst GEMM was 1.199x cuBLAS at 0.05; 0.05 for H100 versions 5-6 and the H200 candidates
-# (session 14; version 6's worst was 1.102x). 0 is the plain lowest predicted time.
-# Since session 25 the release writes each model's own choice into its model.json
-# (selection.aten_margin, signed with the bundle): Options.aten_margin None, the default,
-# takes the model's, and this value only serves a model without one.
+# Why a margin: nothing is benchmarked in predict mode, so a wrong Triton pick goes straight
+# into the user's model; cuBLAS is rarely far from the best, while a confidently wrong Triton
+# pick can cost 1.2-1.5x, and no workload may run more than 1.10x slower than cuBLAS
+# (docs/decisions/007-aten-margin-in-predict-mode.md). Why 0.05: it is the smallest margin of
+# the release's grid that keeps every validation GEMM of the shipped models within 1.10x of
+# cuBLAS (worst 1.014x on the H100, 1.096x on the H200), while 0.10 costs a few percent of
+# geomean speed (0.942x against 0.917x of cuBLAS on the H100); 0 is the plain lowest
+# predicted time. Each model's own margin is chosen the same way on its validation split and
+# signed in its model.json (selection.aten_margin,
+# docs/decisions/010-per-model-aten-margin.md): Options.aten_margin None, the default, takes
+# the model's, and this value only serves a model without one (HookState.aten_margin).
 DEFAULT_ATEN_MARGIN = 0.05
 # Top-k mode hands over the op's ATen kernel alone (nothing benchmarked) when the model predicts
 # it fastest by the rule of predict mode (aten_margin included); otherwise Inductor benchmarks
@@ -101,7 +101,7 @@ MAX_LOG_MARGIN = math.log(1e3)  # top_margin() reports at most a predicted 1000x
 
 
 # How predict mode reads its ATen margin for an ensemble: "mean" (the ensemble's score, the
-# members' mean) or "every_member" (each member alone; bench/predict_member_agreement.py:
+# members' mean) or "every_member" (each member alone; bench/predict_member_agreement.py (script removed; git history):
 # the picks the members disagree on are where the large misses are). One model: the same.
 # One definition with model.json's selection.aten_rule (model.SELECTION_RULES).
 ATEN_RULES = SELECTION_RULES
@@ -537,7 +537,7 @@ class _OneIntraOpThread:
     busy, and an OpenMP region with one thread per core then waits at every op's barrier for
     threads the OS has descheduled. On an H200 host (16 threads on 16 busy cores) a ranking of
     Inductor's DEFAULT mm list took 48 ms with 16 threads and 1.1 ms with one (median,
-    bench/hook_rank_threads.py --load 16, 2026-11-28): ~50 ms per GEMM of predict mode's compile. The hook's batches (20 to ~1,400
+    bench/hook_rank_threads.py (script removed; git history) --load 16, 2026-11-28): ~50 ms per GEMM of predict mode's compile. The hook's batches (20 to ~1,400
     rows through a 256-wide MLP) gain little from more threads on an idle machine. Setting
     the count costs ~4 us each way."""
 
@@ -883,127 +883,3 @@ class Ranker:
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
-
-
-class ReferenceRanker:
-    """The ranking path before issue 19, kept as the reference of equality tests and of
-    bench/hook_rank_speed.py: torch_diode.features per config, a torch tensor built from
-    Python lists, Python sort. Same cache semantics as Ranker."""
-
-    def __init__(self, model: LoadedModel):
-        self.model = model
-        self.spec = model.info.feature_spec
-        mean, sd = _standardisation(self.spec)
-        self._mean = torch.tensor(mean, dtype=torch.float64)
-        self._sd = torch.tensor(sd, dtype=torch.float64)
-        # problem -> per member (model.module, then model.others), then the pre-filter's if
-        # the model has one (model.prefilter): config -> prediction
-        self._members = 1 + len(model.others)
-        self._pf = self._members if model.prefilter is not None else None
-        self._cache: OrderedDict[Problem, list[dict[KernelConfig, float]]] = OrderedDict()
-        self.last_breakdown: dict = {}
-
-    def features(self, problem: Problem, configs: list[KernelConfig]) -> torch.Tensor:
-        raw = torch.tensor([raw_features(self.spec, problem, c) for c in configs], dtype=torch.float32)
-        if not self.spec.mean:
-            return raw
-        return ((raw.to(torch.float64) - self._mean) / self._sd).to(torch.float32)
-
-    def score(self, problem: Problem, configs: list[KernelConfig]) -> tuple[list[float], bool, float]:
-        preds = self._cache.setdefault(problem, [{} for _ in range(self._members + (self._pf is not None))])
-        timing = {"features": 0.0, "forward": 0.0}
-        if self._pf is not None:
-            by_config, ran = self._prefiltered(problem, configs, timing)
-            if not ran:
-                return [by_config[c] for c in configs], True, 0.0
-            self.last_breakdown = timing
-            return [by_config[c] for c in configs], False, timing["features"] + timing["forward"]
-        ran = self._predict(problem, configs, 0, timing)
-        if self.model.others:
-            by_config, ran_others = self._cascade(problem, configs, timing)
-            ran = ran or ran_others
-        else:
-            by_config = preds[0]
-        if not ran:
-            return [by_config[c] for c in configs], True, 0.0
-        self.last_breakdown = timing
-        return [by_config[c] for c in configs], False, timing["features"] + timing["forward"]
-
-    def _predict(self, problem: Problem, configs: list[KernelConfig], member: int, timing: dict) -> bool:
-        """Predictions of the configs not predicted for `problem` yet, one batch in
-        first-offered order, into the cache; whether it ran. member 0: model.module; member 1:
-        an ensemble's members 1..N-1 together (model.run_others, as Ranker runs them);
-        member N (self._pf): the pre-filter (model.prefilter)."""
-        known = self._cache[problem][member]
-        todo = list(dict.fromkeys(c for c in configs if c not in known))
-        if not todo:
-            return False
-        t0 = time.perf_counter()
-        x = self.features(problem, todo)
-        t1 = time.perf_counter()
-        module = (self.model.module if member == 0 else
-                  self.model.prefilter if member == self._pf else self.model.run_others)
-        with _real_tensors():   # the fast path's context (one thread): the same bits
-            out = module(x)
-        if not bool(torch.isfinite(out).all()):
-            raise FloatingPointError("model produced a non-finite prediction")
-        if member == 0 or member == self._pf:
-            known.update(zip(todo, out.tolist()))
-        else:  # members 1.. predict together: each one's cache gets its row
-            for j, row in enumerate(out.tolist(), start=1):
-                self._cache[problem][j].update(zip(todo, row))
-        timing["features"] += t1 - t0
-        timing["forward"] += time.perf_counter() - t1
-        return True
-
-    def _cascade(self, problem: Problem, configs: list[KernelConfig], timing: dict) -> tuple[dict, bool]:
-        """An ensemble's score per distinct config (model.cascade_scores over the distinct
-        configs in first-offered order) and whether members 1.. ran."""
-        preds = self._cache[problem]
-        cand = list(dict.fromkeys(configs))
-        p0 = np.asarray([preds[0][c] for c in cand], dtype=np.float32)
-        aten = np.asarray([is_aten_template(c.template) for c in cand], dtype=bool)
-        ran = False
-
-        def others_on(idx: np.ndarray) -> list[np.ndarray]:
-            nonlocal ran
-            if self._members == 1:   # a pre-filter before a single member (a model built by hand)
-                return []
-            sel = [cand[i] for i in idx.tolist()]
-            ran = self._predict(problem, sel, 1, timing) or ran
-            return [np.asarray([preds[j][c] for c in sel], dtype=np.float32) for j in range(1, self._members)]
-
-        scores = cascade_scores(p0, aten, self.model.cascade, others_on)
-        return dict(zip(cand, scores.tolist())), ran
-
-    def _prefiltered(self, problem: Problem, configs: list[KernelConfig], timing: dict) -> tuple[dict, bool]:
-        """An ensemble with a pre-filter: its score per distinct config (model.prefilter_scores
-        over the distinct configs in first-offered order; the set P scored by _cascade, member 0
-        predicting P's configs first) and whether anything ran."""
-        cand = list(dict.fromkeys(configs))
-        ran = self._predict(problem, cand, self._pf, timing)
-        pf = self._cache[problem][self._pf]
-        q = np.asarray([pf[c] for c in cand], dtype=np.float32)
-        aten = np.asarray([is_aten_template(c.template) for c in cand], dtype=bool)
-
-        def inner(idx: np.ndarray) -> np.ndarray:
-            nonlocal ran
-            sub = [cand[i] for i in idx.tolist()]
-            ran = self._predict(problem, sub, 0, timing) or ran
-            by_config, ran_others = self._cascade(problem, sub, timing)
-            ran = ran or ran_others
-            return np.asarray([by_config[c] for c in sub], dtype=np.float32)
-
-        scores = prefilter_scores(q, aten, self.model.keep, inner)
-        return dict(zip(cand, scores.tolist())), ran
-
-    def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> tuple[list[float], list[int], float | None]:
-        t0 = time.perf_counter()
-        self.last_breakdown = {"features": 0.0, "forward": 0.0}
-        scores, _, _ = self.score(problem, configs)
-        t1 = time.perf_counter()
-        kept = select(scores, opts)
-        margin = top_margin(scores, configs)
-        t2 = time.perf_counter()
-        self.last_breakdown.update(select=t2 - t1, total=t2 - t0)
-        return scores, kept, margin

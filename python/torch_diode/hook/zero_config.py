@@ -104,7 +104,12 @@ def should_engage(state: Any, op: str, args: tuple) -> bool:
     return len(args) > i and _on_cuda(args[i])
 
 
-_installed: dict[Any, Callable] = {}   # lowering key -> Inductor's own lowering function
+# Once per process, not hook state (that is hook/state.py's PROCESS): Inductor's own lowering
+# functions that install_lowerings() replaced, lowering key -> function, so that they are wrapped
+# once whatever installs and uninstalls follow, and uninstall_lowerings() can put them back.
+# The wrappers read the hook's state through `get_state` (api passes state.active_state): this
+# module is below ranking and state and imports neither.
+_installed: dict[Any, Callable] = {}
 _install_lock = threading.Lock()
 
 
