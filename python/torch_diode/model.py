@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -137,6 +138,10 @@ class ModelInfo:
     # selection.aten_rule: how that margin was chosen and is to be read for an ensemble
     # ("mean" | "every_member": hook/ranking.ATEN_RULES); None for a model without one ("mean").
     aten_rule: str | None = None
+    # provenance (issue 54): where the training data came from, parse_provenance's dict
+    # {"torch_versions": [...], "triton_versions": [...], "templates": {family: [sha256 hex]}}
+    # (only the keys model.json has); None for a model without one. hook/staleness.py reads it.
+    provenance: dict[str, Any] | None = None
 
     def in_domain(self, batch: int, m: int, n: int, k: int) -> bool:
         """Whether a problem's sizes lie within the training problems' ranges (True without a domain)."""
@@ -282,6 +287,40 @@ def parse_domain(dataset: Any) -> dict[str, tuple[int, int]] | None:
 
 
 MAX_ATEN_MARGIN = 1.0  # a Triton config predicted 2x faster than ATen: beyond that, no margin means anything
+
+
+PROVENANCE_LISTS = ("torch_versions", "triton_versions")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_provenance(prov: Any) -> dict[str, Any] | None:
+    """model.json provenance, strictly: absent -> None; otherwise an object whose
+    `torch_versions` / `triton_versions` (each optional) are arrays of strings and whose
+    `templates` (optional) maps a template family ("mm", "bmm", ...) to an array of sha256
+    hex strings (collect/fingerprint.template_hash). Other keys are ignored."""
+    if prov is None:
+        return None
+    if not isinstance(prov, dict):
+        _fail("model.json provenance", f"expected an object, got {prov!r:.200}")
+    out: dict[str, Any] = {}
+    for key in PROVENANCE_LISTS:
+        if key in prov:
+            v = prov[key]
+            if not isinstance(v, list) or len(v) > 1024 or not all(isinstance(x, str) and len(x) <= 256 for x in v):
+                _fail(f"model.json provenance.{key}", f"expected an array of strings, got {v!r:.200}")
+            out[key] = list(v)
+    if "templates" in prov:
+        t = prov["templates"]
+        if not isinstance(t, dict) or len(t) > 64:
+            _fail("model.json provenance.templates", f"expected an object, got {t!r:.200}")
+        out["templates"] = {}
+        for fam, hashes in t.items():
+            if (not isinstance(hashes, list) or len(hashes) > 1024
+                    or not all(isinstance(h, str) and _SHA256_HEX.fullmatch(h) for h in hashes)):
+                _fail(f"model.json provenance.templates.{fam}",
+                      f"expected an array of sha256 hex strings, got {hashes!r:.200}")
+            out["templates"][fam] = list(hashes)
+    return out
 
 
 def parse_selection(selection: Any) -> float | None:
@@ -519,10 +558,11 @@ def read_model_dir(path: str | os.PathLike) -> tuple[ModelInfo, dict]:
     h = hashlib.sha256()
     h.update(len(text).to_bytes(8, "little") + text)
     h.update(data)
-    meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection") if k in j}
+    meta = {k: j[k] for k in ("dataset", "metrics", "training", "selection", "provenance") if k in j}
     info = ModelInfo(path=os.path.abspath(path), hardware_key=j["hardware_key"], architecture=arch,
                      feature_spec=spec, target=j["target"], model_id=h.hexdigest(), meta=meta,
-                     domain=domain, aten_margin=aten_margin, aten_rule=aten_rule)
+                     domain=domain, aten_margin=aten_margin, aten_rule=aten_rule,
+                     provenance=parse_provenance(j.get("provenance")))
     return info, tensors
 
 
@@ -544,6 +584,10 @@ class LoadedModel:
     # An ensemble's pre-filter (architecture.prefilter), a hook._mlp.ResidualMLP scoring every
     # config before member 0 (prefilter_scores); None without one (then nothing changes).
     prefilter: Any = None
+    # Template families ("mm", "bmm") whose Inductor template source changed since the
+    # model's data was collected: the hook passes their GEMMs through (hook/staleness.py sets
+    # it at install). None: not checked yet.
+    stale_families: frozenset | None = None
 
     @property
     def cascade(self) -> int | None:

@@ -1,6 +1,8 @@
-"""The exact wire.HardwareId of the GPU the collector runs on."""
+"""The exact wire.HardwareId of the GPU the collector runs on, and the hashes of the
+Inductor GEMM template sources it renders (template_hashes)."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 
 from .. import wire
@@ -40,3 +42,21 @@ def detect(device: int = 0) -> wire.HardwareId:
                            sm_count=int(props.multi_processor_count), memory_bytes=int(props.total_memory),
                            driver_version=driver_version(device), runtime_version=runtime,
                            torch_version=torch.__version__, triton_version=triton.__version__)
+
+
+# The Triton GEMM template families the collector renders (collect/template.py) and the ops of each.
+TEMPLATE_FAMILIES = ("mm", "bmm")
+
+
+def template_hash(kind: str) -> str:
+    """sha256 (hex) of the running Inductor's Triton `mm` / `bmm` template source, as
+    collect/template.py renders it (inductor_compat.gemm_template_source). The hook compares
+    it with a model's model.json provenance.templates (hook/staleness.py). Not in a shard:
+    the wire format has no field for it (docs/collector.md, Provenance)."""
+    from .. import inductor_compat as ic
+    return hashlib.sha256(ic.gemm_template_source(kind).encode("utf-8")).hexdigest()
+
+
+def template_hashes() -> dict[str, str]:
+    """{"mm": sha256 hex, "bmm": sha256 hex} of the running torch (template_hash)."""
+    return {kind: template_hash(kind) for kind in TEMPLATE_FAMILIES}
