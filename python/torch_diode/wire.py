@@ -35,7 +35,12 @@ DTYPES = ("float16", "bfloat16", "float32")
 BIASES = ("none", "row", "column", "full")
 STATUSES = ("ok", "compile_error", "out_of_resources", "timeout")
 RUNNERS = ("inductor", "replay", "community")
-FLAG_REPLAYED = 1
+# Record flag bits (TimingRecord.flags / ShardRecord.flags), defined once for Python
+# (shared/schema/contracts.json "record_flags"; C++: kRecord* in diode/types.h).
+FLAG_REPLAYED = 1 << 0      # produced by the replay runner, not measured
+FLAG_DEFAULT = 1 << 1       # the config is in Inductor's DEFAULT list for this problem
+FLAG_NOT_RUNNABLE = 1 << 2  # offered, but a template the collector cannot run (status compile_error)
+FLAG_STATIC = 1 << 3        # timed as the problem's static-shape kernel (sizes as literals)
 _SHARD_ID = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
 
 

@@ -67,9 +67,8 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # (Engine._model_picks; `static_model` in the stats), so its likely picks are timed as the
 # kernel Inductor compiles; without model_top the same as 2.5.0
 ENGINE_VERSION = "2.6.0"
-FLAG_DEFAULT = 2         # ShardRecord.flags bit 1: the config is in Inductor's DEFAULT list
-FLAG_NOT_RUNNABLE = 4    # bit 2: offered, but a template the collector cannot run (status compile_error)
-FLAG_STATIC = 8          # bit 3: timed as the problem's static-shape kernel (sizes as literals)
+# ShardRecord.flags bits: defined once in wire.py (shared/schema/contracts.json), re-exported here.
+from ..wire import FLAG_DEFAULT, FLAG_NOT_RUNNABLE, FLAG_STATIC  # noqa: E402,F401
 STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10) repeats
 CHASE_WAVES = 3          # static chase waves at most (each of at most timing.static_top entries)
 # Before those rounds the GPU idled while the static kernels compiled (~1-2 s), and an idle
@@ -316,7 +315,7 @@ class Engine:
         """Static waves (2.4.0; a loop since 2.5.0) for the first-pass records still faster
         than the fastest static one: a first-pass median of 3 samples is the lowest of
         ~1,000 noisy ones (winner's curse) and the first pass reads ~2-3% below the static
-        rounds (bench/static_record_check.py), so such a record may only look faster. Each
+        rounds (bench/static_record_check.py (script removed; git history)), so such a record may only look faster. Each
         wave: plan.chase_targets picks them (fastest first, at most static_top), they are
         compiled and checked as in the first wave, then re-timed in the same rounds as the
         best static record and ATen, so they are compared side by side. Waves repeat while
