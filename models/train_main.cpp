@@ -80,7 +80,7 @@ int run(int argc, char** argv, const Comm& comm) {
   app.add_option("--cv-fold", o.cv.fold, "the held-out fold, 0 .. K-1")->check(CLI::Range(0, 99));
   // Hardware of one architecture (an H100 and an H200: both sm_90 with 132 SMs) time the same
   // kernels in nearly the same order; the H200 model, trained on more problems, ranked the H100
-  // test problems better than the H100's own (docs/training.md, session 23).
+  // test problems better than the H100's own, so the H100 release trains on both (docs/decisions/009).
   std::vector<std::string> extra_data;
   app.add_option("--extra-data", extra_data,
                  "another hardware's dataset (same SM count) to train on too: its train-split problems only; "
@@ -112,6 +112,7 @@ int run(int argc, char** argv, const Comm& comm) {
   if (!is_valid_hardware_key(hardware)) throw std::invalid_argument("--hardware: '" + hardware + "' is not a hardware key");
 
   const Dataset d = load_training_dataset(data);
+  nlohmann::json provenance = dataset_provenance(d, include_community);  // model.json provenance
   GroupOptions go;
   go.hardware_key = hardware;
   go.include_community = include_community;
@@ -123,6 +124,7 @@ int run(int argc, char** argv, const Comm& comm) {
   nlohmann::json extra_meta = nlohmann::json::array();
   for (const auto& path : extra_data) {
     const Dataset x = load_training_dataset(path);
+    add_provenance(provenance, x, include_community);
     if (x.hardware_key == hardware)
       throw std::runtime_error("--extra-data " + path + " is " + hardware + "'s own data: put its shards in --data");
     if (x.shards.front().hardware.sm_count != sm_count)
@@ -192,6 +194,7 @@ int run(int argc, char** argv, const Comm& comm) {
                {"hardware_key", d.hardware_key}, {"include_community", include_community},
                {"include_replayed", include_replayed}, {"max_spread", max_spread}};
   if (!extra_meta.empty()) m.dataset["extra"] = extra_meta;
+  m.provenance = provenance;
   // The sizes the network saw (train split): the hook does not use the model outside them.
   const ProblemDomain dom = problem_domain(groups, indices_in_split(groups, Split::train, o.split, o.cv));
   m.dataset["domain"] = {{"batch", {dom.batch.min, dom.batch.max}},
@@ -219,7 +222,7 @@ int run(int argc, char** argv, const Comm& comm) {
 
 int main(int argc, char** argv) {
   diode::models::MpiSession mpi(&argc, &argv);
-  const diode::models::Comm comm;
+  const diode::models::MpiComm comm;
   try {
     return run(argc, argv, comm);
   } catch (const std::exception& e) {

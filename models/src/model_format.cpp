@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <msgpack.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "diode/error.h"
@@ -168,9 +169,31 @@ std::vector<NamedTensor> decode_weights(std::string_view bytes, const Architectu
 }
 
 nlohmann::json model_json(const ModelDir& m) {
-  return {{"format", "diode-model"},     {"version", 1},         {"hardware_key", m.hardware_key},
-          {"architecture", m.arch.to_json()}, {"feature_spec", m.spec.to_json()}, {"target", "log_us"},
-          {"dataset", m.dataset},         {"metrics", m.metrics}, {"training", m.training}};
+  nlohmann::json j = {{"format", "diode-model"},     {"version", 1},         {"hardware_key", m.hardware_key},
+                      {"architecture", m.arch.to_json()}, {"feature_spec", m.spec.to_json()}, {"target", "log_us"},
+                      {"dataset", m.dataset},         {"metrics", m.metrics}, {"training", m.training}};
+  if (m.provenance.is_object() && !m.provenance.empty()) j["provenance"] = m.provenance;
+  return j;
+}
+
+void add_provenance(nlohmann::json& prov, const Dataset& d, bool include_community) {
+  if (!prov.is_object()) prov = nlohmann::json::object();
+  std::set<std::string> torch, triton;
+  for (const auto& v : prov.value("torch_versions", nlohmann::json::array())) torch.insert(v.get<std::string>());
+  for (const auto& v : prov.value("triton_versions", nlohmann::json::array())) triton.insert(v.get<std::string>());
+  for (const Shard& s : d.shards) {
+    if (s.records.empty() || (s.producer.runner == "community" && !include_community)) continue;
+    if (!s.hardware.torch_version.empty()) torch.insert(s.hardware.torch_version);
+    if (!s.hardware.triton_version.empty()) triton.insert(s.hardware.triton_version);
+  }
+  prov["torch_versions"] = std::vector<std::string>(torch.begin(), torch.end());
+  prov["triton_versions"] = std::vector<std::string>(triton.begin(), triton.end());
+}
+
+nlohmann::json dataset_provenance(const Dataset& d, bool include_community) {
+  nlohmann::json prov = nlohmann::json::object();
+  add_provenance(prov, d, include_community);
+  return prov;
 }
 
 void save_model_dir(const std::string& dir, const ModelDir& m) {
@@ -199,6 +222,8 @@ ModelDir load_model_dir(const std::string& dir) {
   m.dataset = j.value("dataset", nlohmann::json::object());
   m.metrics = j.value("metrics", nlohmann::json::object());
   m.training = j.value("training", nlohmann::json::object());
+  m.provenance = j.value("provenance", nlohmann::json::object());
+  if (!m.provenance.is_object()) bad("model.json provenance", "expected an object");
   m.weights = decode_weights(io::read_file(dir + "/weights.msgpack", 72u << 20), m.arch);
   return m;
 }
@@ -215,6 +240,7 @@ ModelDir make_ensemble(const std::vector<ModelDir>& members, int cascade) {
   e.arch = first.arch;
   e.spec = first.spec;
   e.dataset = first.dataset;
+  e.provenance = first.provenance;  // the members' dataset is one, so is where it came from
   e.training = {{"ensemble", nlohmann::json::array()}};
   for (size_t i = 0; i < members.size(); ++i) {
     const ModelDir& m = members[i];

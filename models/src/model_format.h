@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "diode/dataset.h"
 #include "diode/features.h"
 #include "diode/model_shapes.h"  // kMaxEnsembleMembers, kMaxCascade, kMaxPrefilterKeep
 
@@ -56,8 +57,20 @@ struct ModelDir {
   nlohmann::json dataset = nlohmann::json::object();
   nlohmann::json metrics = nlohmann::json::object();
   nlohmann::json training = nlohmann::json::object();
+  // Where the training data came from (docs/model-format.md, provenance): the torch and
+  // Triton versions of its shards (dataset_provenance). Empty: not recorded, left out of
+  // model.json (models written before it, ensembles of such).
+  nlohmann::json provenance = nlohmann::json::object();
   std::vector<NamedTensor> weights;  // in arch.tensor_shapes() order
 };
+
+// model.json `provenance` of the shards a model is trained on: {"torch_versions": [...],
+// "triton_versions": [...]}, each the sorted set of the non-empty HardwareId versions of the
+// shards with records (community shards only with include_community, as group_by_problem).
+// Per-family template hashes ("templates", read by the hook) are not in the wire format, so
+// not written here. add_provenance merges another dataset's (diode-train --extra-data) into prov.
+nlohmann::json dataset_provenance(const Dataset& d, bool include_community = false);
+void add_provenance(nlohmann::json& prov, const Dataset& d, bool include_community = false);
 
 // weights.msgpack: ["diode-weights", 1, [[name, "float32", shape, bin], ...]].
 std::string encode_weights(const std::vector<NamedTensor>& w);

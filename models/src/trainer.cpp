@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <mutex>
 #include <ostream>
 #include <stdexcept>
 
@@ -203,7 +204,6 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
   if (o.activation != "silu" && o.activation != "relu") throw std::invalid_argument("activation: silu or relu");
   if (o.average_epochs < 0 || o.average_epochs > o.epochs)
     throw std::invalid_argument("average_epochs must be in 0 .. epochs");
-  torch::manual_seed(o.seed);
   at::set_num_threads(1);  // determinism, and one core per rank
 
   // ---- data: this rank's training problems, validation problems ----------
@@ -227,7 +227,16 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
   arch.hidden = o.hidden;
   arch.blocks = o.blocks;
   arch.activation = o.activation;
-  Mlp model(int64_t(arch.input), o.hidden, o.blocks, o.activation == "silu");
+  Mlp model{nullptr};
+  {
+    // The seed and the initialisation draw from LibTorch's global generator;
+    // ranks that are threads of one process (InMemoryComm) take turns, so each
+    // gets exactly the draws of a single process. Nothing before this uses it.
+    static std::mutex init_mutex;
+    const std::lock_guard<std::mutex> lock(init_mutex);
+    torch::manual_seed(o.seed);
+    model = Mlp(int64_t(arch.input), o.hidden, o.blocks, o.activation == "silu");
+  }
   for (auto& p : model->parameters()) {  // same seed gives the same init; make it certain
     torch::NoGradGuard ng;
     comm.broadcast(p.data_ptr<float>(), size_t(p.numel()), 0);

@@ -3,11 +3,13 @@
 // <torch/torch.h> (LibTorch headers cost ~30 s per TU on CI's 2 cores).
 //
 // Every rank: builds the same model from the same seed, trains on its own
-// partition of the training problems (split.h), averages gradients with
-// bucketed MPI_Allreduce after every step, and so ends with identical weights;
+// partition of the training problems (split.h), averages gradients with a
+// bucketed allreduce after every step, and so ends with identical weights;
 // that is verified with a checksum allreduce (min == max) at the end, and a
 // mismatch is an error. One intra-op thread per rank and a fixed batch order
-// make a run deterministic for a given (seed, number of ranks).
+// make a run deterministic for a given (seed, number of ranks). All
+// communication goes through a Comm (comm.h): MpiComm in diode-train, or
+// InMemoryComm (comm_inmemory.h) for ranks that are threads of one test.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,8 @@ grep -q "^epoch 3/3 " "$work/train.log"
 grep -q "identical on all 2 ranks" "$work/train.log"
 test -s "$work/model/model.json" && test -s "$work/model/weights.msgpack"
 grep -q '"regret"' "$work/model/model.json"
+# provenance: the shards' torch and Triton versions (synthetic: 2.13.0, 3.6.0; docs/model-format.md)
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["provenance"]; assert p=={"torch_versions":["2.13.0"],"triton_versions":["3.6.0"]}, p' "$work/model/model.json"
 
 "$diode" validate --model "$work/model" --dataset "$work/data" --report "$work/report" | tee "$work/validate.log"
 grep -q "Inductor DEFAULT" "$work/validate.log"

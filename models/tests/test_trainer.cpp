@@ -17,7 +17,7 @@ using namespace diode::models;
 using namespace diode::models::test;
 
 TEST(Trainer, DeterministicForASeed) {
-  const Comm comm;
+  const MpiComm comm;
   const TrainOptions o = tiny_options(Loss::listwise, 2);
   const TrainResult a = train_tiny(comm, o), b = train_tiny(comm, o);
   EXPECT_EQ(a.weights_checksum, b.weights_checksum);
@@ -28,7 +28,7 @@ TEST(Trainer, DeterministicForASeed) {
 }
 
 TEST(Trainer, LearnsToRankMuchBetterThanRandom) {
-  const Comm comm;
+  const MpiComm comm;
   TrainOptions o = tiny_options(Loss::listwise, 15);
   o.mse_weight = 1.0;  // calibration matters for the RMSE check below
   const TrainResult r = train_tiny(comm, o);
@@ -62,7 +62,7 @@ TEST(Trainer, LearnsToRankMuchBetterThanRandom) {
 }
 
 TEST(Trainer, TorchAndPlainForwardAgree) {
-  const Comm comm;
+  const MpiComm comm;
   const TrainResult r = train_tiny(comm, tiny_options(Loss::pairwise, 1));
   const ProblemGroup& g = tiny_groups().front();
   std::vector<float> x;
@@ -79,7 +79,7 @@ TEST(Trainer, TorchAndPlainForwardAgree) {
 }
 
 TEST(Trainer, TrainedWeightsRoundTripThroughTheModelDirectory) {
-  const Comm comm;
+  const MpiComm comm;
   const TrainResult r = train_tiny(comm, tiny_options(Loss::mse, 1));
   const auto dir = (std::filesystem::temp_directory_path() /
                     ("diode-trainer-rt-" + std::to_string(::getpid()) + "-" + std::to_string(comm.rank())))
@@ -93,7 +93,7 @@ TEST(Trainer, TrainedWeightsRoundTripThroughTheModelDirectory) {
 }
 
 TEST(Trainer, DistributedNormalisationEqualsFitNormalisation) {
-  const Comm comm;
+  const MpiComm comm;
   if (comm.size() != 1) GTEST_SKIP() << "compares against the single-process fit";
   const auto& groups = tiny_groups();
   FeatureSpec a, b;
@@ -109,7 +109,7 @@ TEST(Trainer, DistributedNormalisationEqualsFitNormalisation) {
 }
 
 TEST(Trainer, RejectsBadOptions) {
-  const Comm comm;
+  const MpiComm comm;
   TrainOptions o = tiny_options();
   o.epochs = 0;
   EXPECT_THROW(train_tiny(comm, o), std::invalid_argument);
@@ -184,7 +184,7 @@ TEST(Trainer, SamplerPinsTheFastestConfigsAndAten) {
 }
 
 TEST(Trainer, CrossValidationFoldTrainsAndValidates) {
-  const Comm comm;
+  const MpiComm comm;
   TrainOptions o = tiny_options(Loss::listwise, 2);
   o.cv = {3, 1};
   o.keep_best = 2;
@@ -199,7 +199,7 @@ TEST(Trainer, CrossValidationFoldTrainsAndValidates) {
 }
 
 TEST(Trainer, WeightAveragingIsDeterministicAndChangesTheWeights) {
-  const Comm comm;
+  const MpiComm comm;
   TrainOptions o = tiny_options(Loss::listwise, 3);
   const TrainResult plain = train_tiny(comm, o);
   o.average_epochs = 2;
