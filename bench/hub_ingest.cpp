@@ -33,11 +33,11 @@
 namespace fs = std::filesystem;
 using namespace diode;
 namespace tk = diode::hub::testkit;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(SteadyClock::time_point t) { return std::chrono::duration<double>(SteadyClock::now() - t).count(); }
 
 // Raw ZeroMQ: the same frames, no decoding, no storage, no replies.
 double raw_push_pull(const std::vector<std::string>& shards, size_t clients, bool curve) {
@@ -64,7 +64,7 @@ double raw_push_pull(const std::vector<std::string>& shards, size_t clients, boo
       push.set(zmq::sockopt::linger, -1);
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the handshakes finish
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   go = true;
   size_t bytes = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -124,7 +124,7 @@ HubRun hub_ingest(const std::vector<std::string>& shards, size_t clients, size_t
         else if (run.errors++ == 0) run.first_error = r->at(1) + " " + r->at(3) + " " + (r->size() > 4 ? r->at(4) : "");
       }
     });
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   go = true;
   for (auto& t : threads) t.join();
   run.seconds = seconds_since(t0);
@@ -148,7 +148,7 @@ double storage_run(const std::vector<std::string>& shards, size_t batch, bool bl
   sqlite3_prepare_v2(db, "INSERT INTO s VALUES(?1, ?2, ?3, ?4)", -1, &st, nullptr);
   int fd = ::open((dir + "/seg").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   uint64_t off = 0;
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   for (size_t i = 0; i < shards.size(); i += batch) {
     const size_t end = std::min(shards.size(), i + batch);
     if (!blobs) {
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
   double decode_s = 1e30;
   size_t check = 0, canonical = 0;
   for (int pass = 0; pass < 3; ++pass) {
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     check = canonical = 0;
     for (size_t i = 0; i < std::min<size_t>(n, 100); ++i) {
       wire::ShardDecodeInfo info;
@@ -231,13 +231,13 @@ int main(int argc, char** argv) {
   {
     double parse_s = 1e30, hash_s = 1e30;
     for (int pass = 0; pass < 3; ++pass) {
-      auto t1 = Clock::now();
+      auto t1 = SteadyClock::now();
       for (size_t i = 0; i < std::min<size_t>(n, 100); ++i) {
         msgpack::null_visitor v;
         if (!msgpack::parse(shards[i].data(), shards[i].size(), v)) throw std::runtime_error("parse failed");
       }
       parse_s = std::min(parse_s, seconds_since(t1));
-      t1 = Clock::now();
+      t1 = SteadyClock::now();
       for (size_t i = 0; i < std::min<size_t>(n, 100); ++i) (void)sha256(shards[i]);
       hash_s = std::min(hash_s, seconds_since(t1));
     }

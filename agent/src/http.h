@@ -1,18 +1,16 @@
 // diode-agent's HTTP endpoint (--metrics-listen HOST:PORT, off by default):
 //   GET /healthz  200 {"status":"ok",...} or 503 {"status":"unhealthy","reason":...}
 //   GET /metrics  Prometheus text format (telemetry.h)
+// Served by the shared diode::http::HealthServer (diode/health_http.h).
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "diode/health_http.h"
 #include "telemetry.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace diode::agent {
 
@@ -29,8 +27,7 @@ class AgentHttp {
  private:
   std::vector<std::shared_ptr<WorkerHealth>> workers_;
   int64_t stall_ms_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  diode::http::HealthServer server_;
   int port_ = 0;
 };
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "diode/env.h"
+
 namespace diode::agent {
 
 struct SpoolEntry {
@@ -18,9 +20,14 @@ struct SpoolEntry {
 
 class Spool {
  public:
-  explicit Spool(std::string dir);
+  // Every file operation goes through `env` (tests: a FaultInjectionEnv),
+  // which must outlive the Spool.
+  explicit Spool(std::string dir, Env& env = Env::Default());
+  // Durable when it returns: the shard, then its .json, each written, synced,
+  // renamed into place and the directory synced. Throws (IoError) otherwise.
   SpoolEntry put(const SpoolEntry& meta, const std::string& shard_bytes);
-  // Complete entries; removes half-written ones (a .msgpack without .json).
+  // Complete entries; removes half-written ones (a .msgpack without .json,
+  // temp files of an interrupted write).
   std::vector<SpoolEntry> list();
   std::string read(const SpoolEntry& e) const;
   void remove(const SpoolEntry& e);
@@ -31,6 +38,7 @@ class Spool {
   // Adds delta to this spool's share of diode_agent_spool_depth.
   void count(int64_t delta);
   std::string dir_;
+  Env& env_;
   int64_t depth_ = 0;  // entries of this spool counted in the gauge
 };
 

@@ -1,17 +1,13 @@
 // --metrics-listen: GET /healthz and GET /metrics (Prometheus text format
 // 0.0.4) of a running coordinator, on their own port and thread (cpp-httplib).
 // Read-only: every figure comes from Server::metrics() / Server::health().
+// Served by the shared diode::http::HealthServer (diode/health_http.h).
 #pragma once
 
-#include <memory>
 #include <string>
-#include <thread>
 
+#include "diode/health_http.h"
 #include "server.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace diode::fleet {
 
@@ -25,12 +21,10 @@ class MetricsHttp {
   ~MetricsHttp();
   MetricsHttp(const MetricsHttp&) = delete;
   MetricsHttp& operator=(const MetricsHttp&) = delete;
-  int port() const { return port_; }
+  int port() const { return http_.port(); }
 
  private:
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
-  int port_ = 0;
+  diode::http::HealthServer http_;
 };
 
 }  // namespace diode::fleet

@@ -8,67 +8,10 @@
 
 namespace diode::fleet {
 
-// A prepared statement, reset after every use; bound text is copied
-// (SQLITE_TRANSIENT) so callers may pass temporaries.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db) + " in " + sql);
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt& bind(int i, const std::string& v) {
-    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  Stmt& bind_blob(int i, const std::string& v) {
-    check(sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  Stmt& bind(int i, int64_t v) {
-    check(sqlite3_bind_int64(s_, i, v));
-    return *this;
-  }
-  // True while there is a row.
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    std::string msg = sqlite3_errmsg(db_);
-    sqlite3_reset(s_);
-    throw std::runtime_error("sqlite step: " + msg);
-  }
-  void run() {
-    while (step()) {
-    }
-    reset();
-  }
-  void reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  int64_t i64(int c) { return sqlite3_column_int64(s_, c); }
-  std::string text(int c) {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(s_, c));
-    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
-  }
-  bool null(int c) { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) throw std::runtime_error(std::string("sqlite bind: ") + sqlite3_errmsg(db_));
-  }
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-};
-
 namespace {
 
 // Resets the statement when the scope ends, also on exceptions.
-struct Use {
-  Stmt& s;
-  ~Use() { s.reset(); }
-};
+using Use = sqlite::ResetOnExit;
 
 nlohmann::json match_to_json(const HardwareMatch& m) {
   return {{"vendor", m.vendor},
@@ -130,14 +73,9 @@ nlohmann::json stored_fields(const std::string& sweep_id, const std::string& req
 
 }  // namespace
 
-Store::Store(const std::string& path, bool sync_full) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    throw std::runtime_error("cannot open " + path + ": " + msg);
-  }
-  sqlite3_busy_timeout(db_, 5000);  // `diode status --db` may read concurrently
+Store::Store(const std::string& path, bool sync_full)
+    : db_(std::make_unique<sqlite::Db>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) {
+  // The busy timeout (sqlite::Db's default, 5 s): `diode status --db` may read concurrently.
   exec("PRAGMA journal_mode=WAL");
   exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
   exec("PRAGMA foreign_keys=ON");
@@ -159,21 +97,14 @@ Store::Store(const std::string& path, bool sync_full) {
 
 Store::~Store() {
   cache_.clear();
-  sqlite3_close(db_);
+  db_.reset();
 }
 
-void Store::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "?";
-    sqlite3_free(err);
-    throw std::runtime_error("sqlite: " + msg);
-  }
-}
+void Store::exec(const char* sql) { db_->exec(sql); }
 
 Stmt& Store::stmt(const char* sql) {
   auto& slot = cache_[sql];  // keyed by the literal's address: each call site has one
-  if (!slot) slot = std::make_unique<Stmt>(db_, sql);
+  if (!slot) slot = std::make_unique<Stmt>(db_->raw(), sql);
   return *slot;
 }
 
@@ -273,7 +204,7 @@ int64_t Store::remove_orphan_shards() {
   int64_t n = 0;
   for (const auto& name : orphans) {
     delete_shards(name);
-    n += sqlite3_changes(db_);
+    n += db_->changes();
   }
   return n;
 }
@@ -311,7 +242,7 @@ AddResult Store::check_manifest(const Manifest& m, std::string* why) {
               changes = describe_manifest_change(manifest_fields(parse_manifest(source, s.text(9))), manifest_fields(m));
             } else {
               nlohmann::json now = manifest_fields(m), before = stored_fields(
-                  s.text(3), s.text(4), s.i64(5), s.i64(6) != 0, s.i64(7),
+                  s.text(3), s.text(4), s.int64(5), s.int64(6) != 0, s.int64(7),
                   match_from_json(nlohmann::json::parse(s.text(8))));
               for (auto it = now.begin(); it != now.end();)
                 it = before.contains(it.key()) ? std::next(it) : now.erase(it);
@@ -368,7 +299,7 @@ std::map<std::string, ShardCounts> Store::shard_counts() {
     if (it == out.end()) continue;  // a manifest still being loaded (Server: chunked SUBMIT)
     auto& c = it->second;
     std::string state = s.text(1);
-    int64_t n = s.i64(2);
+    int64_t n = s.int64(2);
     if (state == "pending") c.pending = n;
     else if (state == "leased") c.leased = n;
     else if (state == "done") c.done = n;
@@ -381,7 +312,7 @@ int64_t Store::live_workers(int64_t now_ms, int64_t live_window_ms) {
   Stmt& s = stmt("SELECT COUNT(*) FROM workers WHERE gone=0 AND last_seen_ms>=?");
   Use u{s};
   s.bind(1, now_ms - live_window_ms);
-  return s.step() ? s.i64(0) : 0;
+  return s.step() ? s.int64(0) : 0;
 }
 
 int64_t Store::requeue(const std::string& manifest, const std::string& shard_id) {
@@ -405,7 +336,7 @@ int64_t Store::requeue(const std::string& manifest, const std::string& shard_id)
       .bind(2, shard_id)
       .bind(3, shard_id)
       .run();
-  return sqlite3_changes(db_);
+  return db_->changes();
 }
 
 std::vector<Store::ManifestInfo> Store::manifests() {
@@ -413,7 +344,7 @@ std::vector<Store::ManifestInfo> Store::manifests() {
   Use u{s};
   std::vector<ManifestInfo> out;
   while (s.step())
-    out.push_back({s.text(0), s.i64(1), s.i64(2) != 0, match_from_json(nlohmann::json::parse(s.text(3)))});
+    out.push_back({s.text(0), s.int64(1), s.int64(2) != 0, match_from_json(nlohmann::json::parse(s.text(3)))});
   return out;
 }
 
@@ -435,7 +366,7 @@ std::optional<WorkerRow> Store::worker(const std::string& id) {
   Use u{s};
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
-  return WorkerRow{s.text(0), s.text(1), s.text(2), s.text(3)};
+  return WorkerRow{s.text(0), s.text(1), s.text(2), s.blob(3)};
 }
 
 void Store::touch_worker(const std::string& id, int64_t now_ms) {
@@ -455,7 +386,7 @@ std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const 
       if (!pick.step()) continue;
       g.shard_id = pick.text(0);
       g.spec_json = pick.text(1);
-      g.attempt = pick.i64(2) + 1;
+      g.attempt = pick.int64(2) + 1;
     }
     g.lease_id = lease_prefix_ + std::to_string(++lease_seq_);
     g.deadline_ms = steady_ms + lease_ms;
@@ -479,7 +410,7 @@ std::optional<LeaseGrant> Store::lease_next(const std::string& worker_id, const 
 std::optional<int64_t> Store::extend(const std::string& worker_id, const std::string& lease_id, int64_t deadline_ms) {
   Stmt& s = stmt("UPDATE shards SET deadline_ms=? WHERE lease_id=? AND worker_id=? AND state='leased'");
   s.bind(1, deadline_ms).bind(2, lease_id).bind(3, worker_id).run();
-  if (sqlite3_changes(db_) == 0) return std::nullopt;
+  if (db_->changes() == 0) return std::nullopt;
   return deadline_ms;
 }
 
@@ -513,7 +444,7 @@ CompleteResult Store::complete(const std::string& worker_id, const std::string& 
       .bind(5, worker_id)
       .bind(6, shard_id)
       .run();
-  bool accepted = sqlite3_changes(db_) > 0;
+  bool accepted = db_->changes() > 0;
   // A lease that already completed the shard stays `completed`: a retried
   // COMPLETE on the same lease (the agent's request timed out, or the
   // coordinator was killed after COMMIT but before the reply went out, and the
@@ -543,8 +474,8 @@ FailResult Store::fail(const std::string& worker_id, const std::string& lease_id
     s.bind(1, lease_id).bind(2, worker_id);
     if (!s.step()) return FailResult::stale;  // the lease expired or was superseded
     shard_id = s.text(0);
-    attempts = s.i64(1);
-    max_attempts = s.i64(2);
+    attempts = s.int64(1);
+    max_attempts = s.int64(2);
   }
   bool final = permanent || attempts >= max_attempts;
   stmt("UPDATE shards SET state=?, error=?, deadline_ms=NULL, done_ms=? WHERE id=?")
@@ -563,7 +494,7 @@ bool Store::release(const std::string& worker_id, const std::string& lease_id, i
       .bind(1, lease_id)
       .bind(2, worker_id)
       .run();
-  bool changed = sqlite3_changes(db_) > 0;
+  bool changed = db_->changes() > 0;
   if (changed) stmt("UPDATE leases SET state='released', ended_ms=? WHERE id=?").bind(1, now_ms).bind(2, lease_id).run();
   return changed;
 }
@@ -579,17 +510,17 @@ int Store::expire(int64_t steady_ms, int64_t wall_ms) {
       .bind(1, wall_ms)
       .bind(2, steady_ms)
       .run();
-  int n = sqlite3_changes(db_);
+  int n = db_->changes();
   stmt("UPDATE shards SET state='pending', deadline_ms=NULL, error='lease expired' WHERE state='leased' AND "
        "deadline_ms<?")
       .bind(1, steady_ms)
       .run();
-  return n + sqlite3_changes(db_);
+  return n + db_->changes();
 }
 
 int Store::rearm_leases(int64_t deadline_ms) {
   stmt("UPDATE shards SET deadline_ms=? WHERE state='leased'").bind(1, deadline_ms).run();
-  return sqlite3_changes(db_);
+  return db_->changes();
 }
 
 nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
@@ -606,25 +537,25 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
     Use u{s};
     s.bind(1, now_ms - window_ms);
     while (s.step()) {
-      int64_t done = s.i64(7), recent = s.i64(11), first_done = s.null(12) ? now_ms : s.i64(12);
+      int64_t done = s.int64(7), recent = s.int64(11), first_done = s.is_null(12) ? now_ms : s.int64(12);
       // Throughput over the last 5 minutes (or since the first completion, if sooner).
       int64_t span = std::max<int64_t>(1000, std::min(window_ms, now_ms - first_done));
       double per_min = static_cast<double>(recent) * 60000.0 / static_cast<double>(span);
-      int64_t remaining = s.i64(5) - done - s.i64(8);
+      int64_t remaining = s.int64(5) - done - s.int64(8);
       nlohmann::json eta = nullptr;
       if (remaining == 0) eta = 0;
       else if (per_min > 0) eta = static_cast<double>(remaining) / per_min * 60.0;
       ms.push_back({{"name", s.text(0)},
                     {"sweep_id", s.text(1)},
                     {"requester", s.text(2)},
-                    {"priority", s.i64(3)},
-                    {"scheduled", s.i64(4) != 0},
-                    {"total", s.i64(5)},
-                    {"problems", s.i64(6)},
+                    {"priority", s.int64(3)},
+                    {"scheduled", s.int64(4) != 0},
+                    {"total", s.int64(5)},
+                    {"problems", s.int64(6)},
                     {"done", done},
-                    {"failed", s.i64(8)},
-                    {"leased", s.i64(9)},
-                    {"pending", s.i64(10)},
+                    {"failed", s.int64(8)},
+                    {"leased", s.int64(9)},
+                    {"pending", s.int64(10)},
                     {"shards_per_min", per_min},
                     {"eta_s", eta}});
     }
@@ -638,7 +569,7 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
     h.bind(1, now_ms - live_window_ms);
     while (h.step()) {
       try {
-        live_hw.push_back(wire::decode_hardware(h.text(0)));
+        live_hw.push_back(wire::decode_hardware(h.blob(0)));
       } catch (const std::exception&) {
       }
     }
@@ -689,9 +620,9 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
     while (w.step())
       ws.push_back({{"id", w.text(0)},
                     {"hardware_key", w.text(1)},
-                    {"last_seen_ms_ago", now_ms - w.i64(2)},
-                    {"done", w.i64(3)},
-                    {"current_shard", w.null(4) ? nlohmann::json(nullptr) : nlohmann::json(w.text(4))}});
+                    {"last_seen_ms_ago", now_ms - w.int64(2)},
+                    {"done", w.int64(3)},
+                    {"current_shard", w.is_null(4) ? nlohmann::json(nullptr) : nlohmann::json(w.text(4))}});
   }
   out["live_workers"] = std::move(ws);
   nlohmann::json failures = nlohmann::json::array();
@@ -700,7 +631,7 @@ nlohmann::json Store::status(int64_t now_ms, int64_t live_window_ms) {
   {
     Use u{f};
     while (f.step())
-      failures.push_back({{"shard", f.text(0)}, {"error", f.text(1)}, {"manifest", f.text(2)}, {"attempts", f.i64(3)}});
+      failures.push_back({{"shard", f.text(0)}, {"error", f.text(1)}, {"manifest", f.text(2)}, {"attempts", f.int64(3)}});
   }
   out["recent_failures"] = std::move(failures);
   return out;

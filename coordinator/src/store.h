@@ -5,7 +5,7 @@
 // (group commit), so every reply an agent sees is durable.
 #pragma once
 
-#include <sqlite3.h>
+#include "diode/sqlite.h"
 
 #include <cstdint>
 #include <map>
@@ -20,7 +20,7 @@
 
 namespace diode::fleet {
 
-class Stmt;
+using Stmt = sqlite::Stmt;
 
 // Lease deadlines (shards.deadline_ms) are on the coordinator's monotonic clock
 // (diode::Clock::steady_ms), never the wall clock: a wall-clock step must
@@ -176,7 +176,7 @@ class Store {
   Stmt& stmt(const char* sql);
   void exec(const char* sql);
 
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<sqlite::Db> db_;
   std::map<const char*, std::unique_ptr<Stmt>> cache_;
   uint64_t lease_seq_ = 0;
   std::string lease_prefix_;

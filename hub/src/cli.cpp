@@ -15,6 +15,7 @@
 #include "contribution.h"
 #include "diode/bundle/crypto.h"
 #include "diode/bundle/http_fetch.h"
+#include "diode/clock.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -161,11 +162,6 @@ std::string explain_refusal(const hub::HttpResult& r, const std::string& path, c
   }
   // A refusal of the whole upload (token, name, size): it names what was given.
   return head + path + ": " + (message.empty() ? "no reason given" : message);
-}
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace
@@ -319,7 +315,7 @@ void register_hub_commands(CLI::App& app) {
     std::vector<std::string> origins;
     Dataset d = load_dataset(co.file, &origins);
     if (d.shards.empty()) throw std::runtime_error("contribution refused before upload: " + co.file + ": no shards");
-    const uint64_t now = now_ms();
+    const uint64_t now = diode::wall_now_ms();
     for (size_t i = 0; i < d.shards.size(); ++i) {
       try {
         hub::admit_decoded(d.shards[i], wire::encode(d.shards[i]), hub::Source::community, now);

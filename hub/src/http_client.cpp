@@ -1,78 +1,36 @@
 #include "http_client.h"
 
-#include <curl/curl.h>
-
 #include <cstdio>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
+
+#include "diode/bundle/curl_transfer.h"
 
 namespace diode::hub {
 
 namespace {
 
-struct Sink {
-  std::string* out;
-  size_t max;
-  bool overflow = false;
-};
-
-size_t on_data(char* p, size_t size, size_t n, void* user) {
-  auto* s = static_cast<Sink*>(user);
-  if (s->out->size() + size * n > s->max) {
-    s->overflow = true;
-    return 0;  // aborts the transfer
-  }
-  s->out->append(p, size * n);
-  return size * n;
-}
-
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t ultotal, curl_off_t ulnow) {
-  const auto* cb = static_cast<const UploadProgress*>(user);
-  if (ultotal > 0) (*cb)(static_cast<uint64_t>(ulnow), static_cast<uint64_t>(ultotal));
-  return 0;
-}
-
+// The shared libcurl transfer (diode/bundle/curl_transfer.h) with the hub
+// commands' options: http or https, 10 s to connect, 600 s in all.
 HttpResult perform(const std::string& url, const std::string_view* body,
                    const std::map<std::string, std::string>& headers, size_t max_bytes,
                    const UploadProgress& progress = {}) {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (!curl) throw std::runtime_error("curl_easy_init failed");
-  HttpResult r;
-  Sink sink{&r.body, max_bytes};
-  curl_slist* hdrs = nullptr;
-  for (const auto& [k, v] : headers) hdrs = curl_slist_append(hdrs, (k + ": " + v).c_str());
-  hdrs = curl_slist_append(hdrs, "Expect:");  // no 100-continue round trip
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> hdr_guard(hdrs, curl_slist_free_all);
-  CURL* c = curl.get();
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 600L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  bundle::CurlRequest req;
+  req.url = url;
+  req.post_body = body;
+  for (const auto& [k, v] : headers) req.headers.push_back(k + ": " + v);
+  req.headers.push_back("Expect:");  // no 100-continue round trip
+  req.max_bytes = max_bytes;
+  req.upload_progress = progress;
+  req.protocols = "http,https";
+  req.connect_timeout_s = 10;
+  req.timeout_s = 600;
   // A write over plain http goes to loopback only (check_hub_url): never hand
   // it, bearer token and all, to a proxy from the environment.
-  if (body && url.rfind("http://", 0) == 0) curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  if (body) {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
-  }
-  if (progress) {
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<UploadProgress*>(&progress));
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  }
-  CURLcode rc = curl_easy_perform(c);
-  if (sink.overflow) throw std::runtime_error(url + ": response larger than " + std::to_string(max_bytes) + " bytes");
-  if (rc != CURLE_OK) throw std::runtime_error(url + ": " + curl_easy_strerror(rc));
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-  return r;
+  req.no_proxy = body && url.rfind("http://", 0) == 0;
+  bundle::CurlResult r = bundle::curl_transfer(req);
+  if (r.exceeded) throw std::runtime_error(url + ": response larger than " + std::to_string(max_bytes) + " bytes");
+  if (r.code != 0) throw std::runtime_error(url + ": " + r.strerror);
+  return HttpResult{r.status, std::move(r.body)};
 }
 
 }  // namespace

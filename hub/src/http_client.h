@@ -1,5 +1,6 @@
-// A small libcurl client for the `diode` hub commands: bounded responses,
-// timeouts, TLS verification left at libcurl's secure defaults.
+// A small HTTP client for the `diode` hub commands: bounded responses,
+// timeouts, TLS verification left at libcurl's secure defaults. A thin use of
+// the shared libcurl transfer (shared/bundle, diode/bundle/curl_transfer.h).
 #pragma once
 
 #include <cstdint>

@@ -23,6 +23,7 @@
 #include "contribution.h"
 #include "page.h"
 #include "diode/bundle/registry.h"
+#include "diode/clock.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -32,11 +33,6 @@
 namespace diode::hub {
 
 namespace {
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
 
 void error(httplib::Response& res, int status, const std::string& code, const std::string& message) {
   res.status = status;
@@ -877,7 +873,7 @@ void HttpServer::contribute(const httplib::Request& req, const std::string& body
     if (req.has_header(h)) headers[h] = req.get_header_value(h);
   VerifiedContribution v;
   try {
-    v = verify_contribution(headers, body, now_ms(), opts_.rules);
+    v = verify_contribution(headers, body, diode::wall_now_ms(), opts_.rules);
   } catch (const Rejection& r) {
     metrics_.reject(r.code);
     const int status = (r.code == "invalid_shard" || r.code == "unknown_hardware") ? 422 : 400;

@@ -6,16 +6,12 @@
 
 #include <chrono>
 
+#include "diode/clock.h"
 #include "diode/wire.h"
 
 namespace diode::hub {
 
 namespace {
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
 
 // Longest error message sent back; field paths are short, but a hostile shard
 // must not make us echo megabytes.
@@ -220,7 +216,7 @@ void IngestServer::worker_loop() {
     const size_t size = w.bytes.size();
     auto job = std::make_unique<Store::Job>();
     try {
-      job->shards.push_back(admit_shard(std::move(w.bytes), Source::agent, now_ms(), opts_.rules));
+      job->shards.push_back(admit_shard(std::move(w.bytes), Source::agent, diode::wall_now_ms(), opts_.rules));
       job->shards.back().agent_key = w.agent_key;
     } catch (const Rejection& r) {
       metrics_.reject(r.code);

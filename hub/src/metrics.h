@@ -12,14 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "diode/prometheus.h"
+
 namespace diode::hub {
 
 // One unlabelled metric in the Prometheus text format: its HELP and TYPE lines, then
 // `name value` (value printed as the stream prints it: integers stay integers).
-template <class T>
-void write_metric(std::ostream& o, const char* name, const char* type, const char* help, T value) {
-  o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
-}
+using diode::prometheus::write_metric;
 
 class Metrics {
  public:

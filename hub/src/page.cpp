@@ -12,6 +12,7 @@
 #include <set>
 
 #include "diode/bundle/registry.h"
+#include "diode/clock.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
@@ -31,11 +32,8 @@ constexpr size_t kMaxSweepsListed = 200;
 constexpr size_t kMaxUploadsListed = 200;
 // A changed dataset is summarised again at most this often (a full scan of its shards).
 constexpr uint64_t kRescanMs = 30'000;
-
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
+// Monotonic milliseconds, for the rescan interval (a stepped wall clock must not stall or force rescans).
+uint64_t steady_now_ms() { return static_cast<uint64_t>(SystemClock::instance().steady_ms()); }
 
 // First 16 hex digits of SHA-256(s): a fingerprint that names a public key
 // without publishing it.
@@ -187,11 +185,11 @@ nlohmann::json summary(PageState& ps) {
     // A dataset is scanned again when it changed, at most every kRescanMs while
     // shards keep arriving (a sweep): the page may lag that much behind.
     const bool changed = c.shards != h.shards || c.records != h.records;
-    if (c.summary.is_null() || (changed && now_ms() - c.at_ms >= kRescanMs)) {
+    if (c.summary.is_null() || (changed && steady_now_ms() - c.at_ms >= kRescanMs)) {
       c.summary = dataset_summary(store, h.key);
       c.shards = h.shards;
       c.records = h.records;
-      c.at_ms = now_ms();
+      c.at_ms = steady_now_ms();
     }
     nlohmann::json hardware = nlohmann::json::object();
     try {
@@ -229,7 +227,7 @@ nlohmann::json summary(PageState& ps) {
   nlohmann::json list = nlohmann::json::array();
   for (auto& [k, v] : hw) list.push_back(std::move(v));
   const auto t = store.totals();
-  return {{"generated_ms", now_ms()},
+  return {{"generated_ms", diode::wall_now_ms()},
           {"totals", {{"shards", t.shards}, {"records", t.records}, {"bytes", t.bytes}}},
           {"hardware", list},
           {"manifests_note",

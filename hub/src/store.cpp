@@ -13,8 +13,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "diode/clock.h"
 #include "diode/hardware.h"
-#include "diode/io.h"
 #include "diode/sha256.h"
 #include "diode/wire.h"
 
@@ -37,30 +37,29 @@ const char* to_string(PutResult r) {
 
 namespace {
 
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
-[[noreturn]] void die_after_failed_fsync(const std::string& what) {
+[[noreturn]] void die_after_failed_fsync(const IoError& e) {
   // After a failed fsync the kernel may have dropped the dirty pages and
   // cleared the error: retrying could "succeed" without the data on disk.
   // Exiting lets recovery on restart decide from what is really there.
-  spdlog::critical("fsync of {} failed ({}): exiting so that recovery runs on restart", what, std::strerror(errno));
+  spdlog::critical("fsync of {} failed ({}): exiting so that recovery runs on restart", e.path(),
+                   std::strerror(e.error()));
   spdlog::shutdown();
   std::_Exit(70);
 }
 
-void write_all(int fd, const char* p, size_t n, uint64_t off, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("write " + path + ": " + std::strerror(errno));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    off += static_cast<uint64_t>(w);
+// Every sync on the write path: a file's data or a directory's entries.
+void sync_or_die(WritableFile& f) {
+  try {
+    f.sync();
+  } catch (const IoError& e) {
+    die_after_failed_fsync(e);
+  }
+}
+void sync_dir_or_die(Env& env, const std::string& dir) {
+  try {
+    env.sync_dir(dir);
+  } catch (const IoError& e) {
+    die_after_failed_fsync(e);
   }
 }
 
@@ -135,23 +134,30 @@ constexpr const char* kShardCols =
 struct Store::Segment {
   std::string rel;   // "<hw>/<seq>.seg", as stored in the catalog
   std::string path;
-  int fd = -1;
+  std::unique_ptr<WritableFile> file;
   uint64_t size = 0;
   uint64_t seq = 0;
   bool dir_unsynced = false;  // created since the last fsync of its directory
-  ~Segment() {
-    if (fd >= 0) ::close(fd);
-  }
 };
 
-Store::Store(Options opts) : opts_(std::move(opts)) {
+Store::Store(Options opts, Env& env) : opts_(std::move(opts)), env_(env) {
   const std::string catalog = opts_.dir + "/catalog.sqlite";
   if (opts_.read_only) {
     if (!fs::exists(catalog)) throw std::runtime_error("no hub store at " + opts_.dir + " (missing catalog.sqlite)");
     rdb_ = std::make_unique<Db>(catalog, SQLITE_OPEN_READONLY);
     return;
   }
-  fs::create_directories(opts_.dir + "/segments");
+  // The store directory and segments/ must be durable entries of their
+  // parents before any acknowledged shard lives under them.
+  const std::string segments = opts_.dir + "/segments";
+  const bool new_store = !env_.is_directory(opts_.dir);
+  if (env_.create_dirs(segments)) {
+    env_.sync_dir(opts_.dir);
+    if (new_store) {
+      const std::string parent = fs::path(opts_.dir).lexically_normal().parent_path().string();
+      env_.sync_dir(parent.empty() ? "." : parent);
+    }
+  }
   db_ = std::make_unique<Db>(catalog, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   db_->exec("PRAGMA journal_mode=WAL");
   // FULL: COMMIT returns only after the WAL is fsync'd, the point at which we ACK.
@@ -175,24 +181,25 @@ void Store::recover() {
   // A segment the catalog names but the disk lacks means lost acknowledged data.
   auto named = db_->prepare("SELECT segment, COUNT(*) FROM shards GROUP BY segment");
   while (named.step())
-    if (!fs::exists(segment_path(named.text(0))))
+    if (!env_.exists(segment_path(named.text(0))))
       throw std::runtime_error("segment " + named.text(0) + " is missing but holds " + std::to_string(named.int64(1)) +
                                " acknowledged shard(s): refusing to start");
   auto end_of = db_->prepare("SELECT MAX(offset + length) FROM shards WHERE segment = ?1");
   auto beyond = db_->prepare("SELECT COUNT(*) FROM shards WHERE segment = ?1 AND offset + length > ?2");
-  for (const auto& hw_dir : fs::directory_iterator(opts_.dir + "/segments")) {
-    if (!hw_dir.is_directory()) continue;
-    const std::string hw = hw_dir.path().filename().string();
+  for (const std::string& hw : env_.list_dir(opts_.dir + "/segments")) {
+    const std::string hw_dir = opts_.dir + "/segments/" + hw;
+    if (!env_.is_directory(hw_dir)) continue;
     bool removed = false;
-    for (const auto& f : fs::directory_iterator(hw_dir.path())) {
-      if (f.path().extension() != ".seg") continue;
+    for (const std::string& name : env_.list_dir(hw_dir)) {
+      if (fs::path(name).extension() != ".seg") continue;
       ++recovery_.segments;
-      const std::string rel = hw + "/" + f.path().filename().string();
+      const std::string rel = hw + "/" + name;
+      const std::string path = hw_dir + "/" + name;
       end_of.reset();
       end_of.bind(1, rel);
       uint64_t end = 0;
       if (end_of.step() && !end_of.is_null(0)) end = static_cast<uint64_t>(end_of.int64(0));
-      uint64_t size = fs::file_size(f.path());
+      uint64_t size = env_.file_size(path);
       if (size < end) {
         // A referenced shard is missing bytes: the disk lost acknowledged data.
         beyond.reset();
@@ -203,24 +210,22 @@ void Store::recover() {
                                  std::to_string(beyond.int64(0)) + " shard(s) lost: refusing to start");
       }
       if (size > end) {
-        int fd = ::open(f.path().c_str(), O_RDWR | O_CLOEXEC);
-        if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(end)) != 0 || ::fsync(fd) != 0) {
-          int err = errno;
-          if (fd >= 0) ::close(fd);
-          throw std::runtime_error("cannot truncate segment " + rel + ": " + std::strerror(err));
+        try {
+          env_.truncate_file(path, end);
+        } catch (const IoError& e) {
+          throw std::runtime_error("cannot truncate segment " + rel + ": " + std::strerror(e.error()));
         }
-        ::close(fd);
         ++recovery_.truncated_segments;
         recovery_.truncated_bytes += size - end;
         spdlog::warn("recovery: truncated {} unacknowledged bytes from segment {}", size - end, rel);
       }
       if (end == 0) {
-        fs::remove(f.path());
+        env_.remove(path);
         ++recovery_.removed_empty;
         removed = true;
       }
     }
-    if (removed) io::fsync_dir(hw_dir.path().string());
+    if (removed) env_.sync_dir(hw_dir);
   }
 }
 
@@ -230,16 +235,16 @@ Store::Segment& Store::active_segment(const std::string& hw, uint64_t need) {
     return *it->second;
   uint64_t seq = 0;
   const std::string dir = opts_.dir + "/segments/" + hw;
-  bool new_dir = !fs::exists(dir);
+  bool new_dir = !env_.is_directory(dir);
   if (it != active_.end()) {
     seq = it->second->seq + 1;  // roll over to the next file
   } else if (!new_dir) {
-    for (const auto& f : fs::directory_iterator(dir))
-      if (f.path().extension() == ".seg") seq = std::max<uint64_t>(seq, std::stoull(f.path().stem().string()));
+    for (const std::string& name : env_.list_dir(dir))
+      if (fs::path(name).extension() == ".seg") seq = std::max<uint64_t>(seq, std::stoull(fs::path(name).stem().string()));
   }
   if (new_dir) {
-    fs::create_directories(dir);
-    io::fsync_dir(opts_.dir + "/segments");
+    env_.create_dirs(dir);
+    sync_dir_or_die(env_, opts_.dir + "/segments");
   }
   auto seg = std::make_unique<Segment>();
   seg->seq = seq == 0 ? 1 : seq;
@@ -247,12 +252,9 @@ Store::Segment& Store::active_segment(const std::string& hw, uint64_t need) {
   std::snprintf(name, sizeof name, "%08llu.seg", static_cast<unsigned long long>(seg->seq));
   seg->rel = hw + "/" + name;
   seg->path = segment_path(seg->rel);
-  bool existed = fs::exists(seg->path);
-  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (seg->fd < 0) throw std::runtime_error("cannot open segment " + seg->path + ": " + std::strerror(errno));
-  struct stat sb {};
-  ::fstat(seg->fd, &sb);
-  seg->size = static_cast<uint64_t>(sb.st_size);
+  bool existed = env_.exists(seg->path);
+  seg->file = env_.open_writable(seg->path, Env::Open::existing_or_create);
+  seg->size = seg->file->size();
   seg->dir_unsynced = !existed;
   auto& ref = *seg;
   active_[hw] = std::move(seg);
@@ -261,7 +263,7 @@ Store::Segment& Store::active_segment(const std::string& hw, uint64_t need) {
 
 void Store::commit(std::vector<Job*>& batch) {
   if (opts_.read_only) throw std::logic_error("commit on a read-only store");
-  const uint64_t received = now_ms();
+  const uint64_t received = wall_now_ms();
   // Pass 1: decide every shard against the catalog and the batch itself.
   auto lookup = db_->prepare("SELECT sha256 FROM shards WHERE id = ?1");
   auto lookup_name = db_->prepare("SELECT public_key FROM contributors WHERE name = ?1");
@@ -344,15 +346,19 @@ void Store::commit(std::vector<Job*>& batch) {
   std::map<Segment*, uint64_t> start_size;
   auto rollback = [&] {
     for (auto& [seg, size] : start_size) {
-      if (::ftruncate(seg->fd, static_cast<off_t>(size)) == 0) seg->size = size;
-      else spdlog::error("rollback of segment {} failed: {}", seg->rel, std::strerror(errno));
+      try {
+        seg->file->truncate(size);
+        seg->size = size;
+      } catch (const IoError& e) {
+        spdlog::error("rollback of segment {} failed: {}", seg->rel, e.what());
+      }
     }
   };
   try {
     for (auto& p : placed) {
       Segment& seg = active_segment(p.s->hardware_key, p.s->bytes.size());
       start_size.emplace(&seg, seg.size);
-      write_all(seg.fd, p.s->bytes.data(), p.s->bytes.size(), seg.size, seg.path);
+      seg.file->write_at(seg.size, p.s->bytes);
       p.seg = &seg;
       p.offset = seg.size;
       seg.size += p.s->bytes.size();
@@ -364,10 +370,10 @@ void Store::commit(std::vector<Job*>& batch) {
   // Pass 3: make the bytes durable before any row may point at them.
   std::set<std::string> dirs_to_sync;
   for (auto& [seg, size] : start_size) {
-    if (::fdatasync(seg->fd) != 0) die_after_failed_fsync(seg->path);
+    sync_or_die(*seg->file);
     if (seg->dir_unsynced) dirs_to_sync.insert(fs::path(seg->path).parent_path().string());
   }
-  for (const auto& d : dirs_to_sync) io::fsync_dir(d);
+  for (const auto& d : dirs_to_sync) sync_dir_or_die(env_, d);
   for (auto& [seg, size] : start_size) seg->dir_unsynced = false;
 
   // Pass 4: one transaction for the whole batch; COMMIT is the durability point.
@@ -488,21 +494,13 @@ std::optional<ShardRow> Store::shard(const std::string& id) const {
 std::string Store::read_bytes(const ShardRow& row) const {
   const std::string path = segment_path(row.segment);
   if (row.segment.find("..") != std::string::npos) throw std::runtime_error("bad segment name in catalog: " + row.segment);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open segment " + path + ": " + std::strerror(errno));
-  std::string out(row.length, '\0');
-  size_t got = 0;
-  while (got < row.length) {
-    ssize_t r = ::pread(fd, out.data() + got, row.length - got, static_cast<off_t>(row.offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      ::close(fd);
-      throw std::runtime_error("segment " + row.segment + " is short reading shard " + row.id);
-    }
-    got += static_cast<size_t>(r);
+  try {
+    return env_.read_at(path, row.offset, row.length);
+  } catch (const IoError& e) {
+    throw std::runtime_error("cannot read segment " + path + ": " + std::strerror(e.error()));
+  } catch (const std::runtime_error&) {
+    throw std::runtime_error("segment " + row.segment + " is short reading shard " + row.id);
   }
-  ::close(fd);
-  return out;
 }
 
 Shard Store::read_verified(const ShardRow& row) const {
@@ -556,7 +554,7 @@ std::vector<ShardRow> Store::all_shards() const {
 std::string Store::quarantine(const ShardRow& row, const std::string& why) {
   if (opts_.read_only) throw std::logic_error("quarantine on a read-only store");
   const std::string qdir = opts_.dir + "/quarantine";
-  fs::create_directories(qdir);
+  if (env_.create_dirs(qdir)) env_.sync_dir(opts_.dir);
   // A file name from the id: ids are [A-Za-z0-9._:/-]; keep it flat and safe.
   std::string name;
   for (char c : row.id) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
@@ -568,8 +566,8 @@ std::string Store::quarantine(const ShardRow& row, const std::string& why) {
   } catch (const std::exception& e) {
     spdlog::warn("quarantine {}: bytes unreadable ({}); keeping the catalog row only", row.id, e.what());
   }
-  io::write_file_atomic(bytes_path, bytes);
-  io::write_file_atomic(qdir + "/" + name + ".json",
+  env_.write_file_atomic(bytes_path, bytes);
+  env_.write_file_atomic(qdir + "/" + name + ".json",
                         nlohmann::json{{"id", row.id},
                                        {"sha256", row.sha256_hex},
                                        {"hardware_key", row.hardware_key},
@@ -579,16 +577,16 @@ std::string Store::quarantine(const ShardRow& row, const std::string& why) {
                                        {"length", row.length},
                                        {"records", row.records},
                                        {"why", why},
-                                       {"quarantined_ms", now_ms()}}
+                                       {"quarantined_ms", wall_now_ms()}}
                                 .dump(1) +
                             "\n");
-  io::fsync_dir(qdir);
+  env_.sync_dir(qdir);
   db_->exec("BEGIN IMMEDIATE");
   try {
     db_->exec(
         "CREATE TABLE IF NOT EXISTS quarantined_shards AS SELECT *, '' AS why, 0 AS quarantined_ms FROM shards WHERE 0");
     auto ins = db_->prepare("INSERT INTO quarantined_shards SELECT *, ?2, ?3 FROM shards WHERE id = ?1");
-    ins.bind(1, row.id).bind(2, why).bind(3, static_cast<int64_t>(now_ms()));
+    ins.bind(1, row.id).bind(2, why).bind(3, static_cast<int64_t>(wall_now_ms()));
     ins.step();
     auto del = db_->prepare("DELETE FROM shards WHERE id = ?1");
     del.bind(1, row.id);

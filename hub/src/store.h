@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "diode/dataset.h"
+#include "diode/env.h"
 #include "diode/types.h"
 #include "sqlite.h"
 
@@ -90,7 +91,9 @@ class Store {
   };
 
   // Opens (creating if needed) and recovers the store. Throws on failure.
-  explicit Store(Options opts);
+  // Every file operation goes through `env` (tests: a FaultInjectionEnv); it
+  // must outlive the Store. The catalog is SQLite's own I/O, not the Env's.
+  explicit Store(Options opts, Env& env = Env::Default());
   ~Store();
 
   // One logical unit of a batch: its shards are stored together or, for a
@@ -114,8 +117,9 @@ class Store {
   // Durably stores the batch (see the protocol above) and fills each job's
   // results. Single writer: call from one thread. On an I/O error the segment
   // tails are rolled back and std::runtime_error is thrown; nothing of the
-  // batch is visible. A failed fsync aborts the process (the page cache state
-  // is unknown after it; recovery on restart is the only safe answer).
+  // batch is visible. A failed fsync - of a segment or of a directory that
+  // gained an entry - aborts the process (exit 70: the page cache state is
+  // unknown after it; recovery on restart is the only safe answer).
   void commit(std::vector<Job*>& batch);
 
   // Readers: thread-safe, on their own connection.
@@ -164,6 +168,7 @@ class Store {
   std::string segment_path(const std::string& rel) const;
 
   Options opts_;
+  Env& env_;
   std::unique_ptr<Db> db_;          // the writer connection
   mutable std::unique_ptr<Db> rdb_;  // the reader connection
   mutable std::mutex read_mu_;

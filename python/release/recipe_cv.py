@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """K-fold cross-validation of a diode-train recipe on the non-test problems.
 
-    python bench/recipe_cv.py --train build/models/diode-train --data datasets/nvidia-h100-80gb \
+    python python/release/recipe_cv.py --train build/models/diode-train --data datasets/nvidia-h100-80gb \
         --folds 4 --name base -- --epochs 150 --seed 1
 
 Runs `diode-train ... --cv-folds K --cv-fold f` for every fold (the test split is
@@ -18,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # stats
+# the package's statistics (torch_diode/summary_stats.py, as `diode validate`), without the hook
+os.environ.setdefault("TORCH_DIODE_AUTO_INSTALL", "0")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # python/
 
-# One definition for every bench script, the same as `diode validate` (bench/stats.py).
-from stats import geomean, p90  # noqa: E402
+# One definition, the same as `diode validate` (torch_diode/summary_stats.py).
+from torch_diode.summary_stats import geomean, p90  # noqa: E402
 
 
 def per_group(rows: list[dict]) -> dict:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch-diode 0.1.1 as a baseline: run its shipped H100 model on our test problems.
 
-    python bench/torch_diode_011_eval.py --dataset datasets/nvidia-h100-80gb \
+    python python/release/torch_diode_011_eval.py --dataset datasets/nvidia-h100-80gb \
         [--anchors ../shared/anchors/torch-diode-0.1.1] [--diode build/cli/diode] \
         [--split test] [--features encode|integration] [--out rankings.json]
     diode validate --model M --dataset datasets/nvidia-h100-80gb --baseline-rankings rankings.json
@@ -76,7 +76,7 @@ import zipfile
 import numpy as np
 import torch
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 OPS = ["mm"]
 TEMPLATES = {"triton::mm"}
 TOP_K = 5

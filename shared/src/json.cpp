@@ -60,57 +60,44 @@ class Obj {
 
 }  // namespace
 
-json to_json(const HardwareId& h) {
-  return {{"vendor", h.vendor}, {"device_name", h.device_name}, {"arch", h.arch},
-          {"compute_capability", h.compute_capability}, {"sm_count", h.sm_count},
-          {"memory_bytes", h.memory_bytes}, {"driver_version", h.driver_version},
-          {"runtime_version", h.runtime_version}, {"torch_version", h.torch_version},
-          {"triton_version", h.triton_version}};
-}
+// Sets one key of a struct's JSON form (types.h's visit()).
+struct ToJsonField {
+  json& j;
+  template <class T>
+  void operator()(const char* name, const T& x) const {
+    if constexpr (std::is_same_v<T, std::map<std::string, int64_t>>) {
+      json extra = json::object();
+      for (const auto& [k, v] : x) extra[k] = v;
+      j[name] = std::move(extra);
+    } else if constexpr (std::is_same_v<T, TimingStatus>) {
+      j[name] = to_string(x);
+    } else if constexpr (std::is_same_v<T, Problem> || std::is_same_v<T, KernelConfig>) {
+      j[name] = to_json(x);
+    } else {
+      j[name] = x;
+    }
+  }
+};
 
-json to_json(const Problem& p) {
-  return {{"op", p.op}, {"batch", p.batch}, {"m", p.m}, {"n", p.n}, {"k", p.k},
-          {"dtype_a", p.dtype_a}, {"dtype_b", p.dtype_b}, {"dtype_out", p.dtype_out},
-          {"trans_a", p.trans_a}, {"trans_b", p.trans_b}, {"bias", p.bias},
-          {"alpha", p.alpha}, {"beta", p.beta}};
-}
-
-json to_json(const KernelConfig& c) {
-  json extra = json::object();
-  for (const auto& [k, v] : c.extra) extra[k] = v;
-  return {{"template", c.template_id}, {"block_m", c.block_m}, {"block_n", c.block_n},
-          {"block_k", c.block_k}, {"group_m", c.group_m}, {"num_stages", c.num_stages},
-          {"num_warps", c.num_warps}, {"even_k", c.even_k}, {"allow_tf32", c.allow_tf32},
-          {"use_fast_accum", c.use_fast_accum}, {"acc_type", c.acc_type}, {"extra", extra}};
-}
-
-static json timing_json(double median, double spread, uint64_t repeats, TimingStatus st, uint64_t flags) {
-  return {{"median_us", median}, {"spread_us", spread}, {"repeats", repeats},
-          {"status", to_string(st)}, {"flags", flags}};
-}
-
-json to_json(const TimingRecord& r) {
-  json j = timing_json(r.median_us, r.spread_us, r.repeats, r.status, r.flags);
-  j["problem"] = to_json(r.problem);
-  j["config"] = to_json(r.config);
+template <class T>
+json fields_json(const T& x) {
+  json j = json::object();
+  visit(x, ToJsonField{j});
   return j;
 }
 
-json to_json(const Producer& p) {
-  return {{"name", p.name}, {"public_key", p.public_key}, {"runner", p.runner},
-          {"software_version", p.software_version}};
-}
+json to_json(const HardwareId& h) { return fields_json(h); }
+json to_json(const Problem& p) { return fields_json(p); }
+json to_json(const KernelConfig& c) { return fields_json(c); }
+json to_json(const TimingRecord& r) { return fields_json(r); }
+
+json to_json(const Producer& p) { return fields_json(p); }
 
 json to_json(const Shard& s) {
   json problems = json::array();
   for (const auto& p : s.problems) problems.push_back(to_json(p));
   json records = json::array();
-  for (const auto& r : s.records) {
-    json j = timing_json(r.median_us, r.spread_us, r.repeats, r.status, r.flags);
-    j["problem_index"] = r.problem_index;
-    j["config"] = to_json(r.config);
-    records.push_back(std::move(j));
-  }
+  for (const auto& r : s.records) records.push_back(fields_json(r));
   return {{"wire_version", s.wire_version}, {"id", s.id}, {"sweep_id", s.sweep_id},
           {"hardware", to_json(s.hardware)}, {"producer", to_json(s.producer)}, {"created_ms", s.created_ms},
           {"problems", problems}, {"records", records},
@@ -118,108 +105,72 @@ json to_json(const Shard& s) {
           {"problem_wall_s", s.problem_wall_s}, {"sha256", to_hex(s.sha256)}};
 }
 
-static HardwareId hardware_at(const json& j, const std::string& path) {
+static Problem problem_at(const json& j, const std::string& path);
+static KernelConfig config_at(const json& j, const std::string& path);
+
+// Reads one key of a struct's JSON form (types.h's visit()), strictly.
+struct FromJsonField {
+  Obj& o;
+  void operator()(const char* name, std::string& x) const { x = o.str(name); }
+  void operator()(const char* name, uint64_t& x) const { x = o.uint(name); }
+  void operator()(const char* name, uint32_t& x) const { x = static_cast<uint32_t>(o.uint(name)); }
+  void operator()(const char* name, bool& x) const { x = o.boolean(name); }
+  void operator()(const char* name, double& x) const { x = o.number(name); }
+  void operator()(const char* name, Problem& x) const { x = problem_at(o.at(name), o.path(name)); }
+  void operator()(const char* name, KernelConfig& x) const { x = config_at(o.at(name), o.path(name)); }
+  void operator()(const char* name, TimingStatus& x) const {
+    try {
+      x = parse_timing_status(o.str(name));
+    } catch (const std::invalid_argument& e) {
+      throw WireError(o.path(name) + ": " + e.what());
+    }
+  }
+  void operator()(const char* name, std::map<std::string, int64_t>& x) const {
+    const json& extra = o.at(name);
+    if (!extra.is_object()) throw WireError(o.path(name) + ": expected object");
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (!it.value().is_number_integer()) throw WireError(o.path(name) + "." + it.key() + ": expected integer");
+      x[it.key()] = it.value().get<int64_t>();
+    }
+  }
+};
+
+// Every field of T from the object at `j`, no other key.
+template <class T>
+static T fields_at(const json& j, const std::string& path) {
   Obj o(j, path);
-  HardwareId h;
-  h.vendor = o.str("vendor");
-  h.device_name = o.str("device_name");
-  h.arch = o.str("arch");
-  h.compute_capability = o.str("compute_capability");
-  h.sm_count = o.uint("sm_count");
-  h.memory_bytes = o.uint("memory_bytes");
-  h.driver_version = o.str("driver_version");
-  h.runtime_version = o.str("runtime_version");
-  h.torch_version = o.str("torch_version");
-  h.triton_version = o.str("triton_version");
+  T x;
+  visit(x, FromJsonField{o});
   o.done();
+  return x;
+}
+
+static HardwareId hardware_at(const json& j, const std::string& path) {
+  HardwareId h = fields_at<HardwareId>(j, path);
   wire::validate(h, path);
   return h;
 }
 
 static Problem problem_at(const json& j, const std::string& path) {
-  Obj o(j, path);
-  Problem p;
-  p.op = o.str("op");
-  p.batch = o.uint("batch");
-  p.m = o.uint("m");
-  p.n = o.uint("n");
-  p.k = o.uint("k");
-  p.dtype_a = o.str("dtype_a");
-  p.dtype_b = o.str("dtype_b");
-  p.dtype_out = o.str("dtype_out");
-  p.trans_a = o.boolean("trans_a");
-  p.trans_b = o.boolean("trans_b");
-  p.bias = o.str("bias");
-  p.alpha = o.number("alpha");
-  p.beta = o.number("beta");
-  o.done();
+  Problem p = fields_at<Problem>(j, path);
   wire::validate(p, path);
   return p;
 }
 
 static KernelConfig config_at(const json& j, const std::string& path) {
-  Obj o(j, path);
-  KernelConfig c;
-  c.template_id = o.str("template");
-  c.block_m = o.uint("block_m");
-  c.block_n = o.uint("block_n");
-  c.block_k = o.uint("block_k");
-  c.group_m = o.uint("group_m");
-  c.num_stages = o.uint("num_stages");
-  c.num_warps = o.uint("num_warps");
-  c.even_k = o.boolean("even_k");
-  c.allow_tf32 = o.boolean("allow_tf32");
-  c.use_fast_accum = o.boolean("use_fast_accum");
-  c.acc_type = o.str("acc_type");
-  const json& extra = o.at("extra");
-  if (!extra.is_object()) throw WireError(o.path("extra") + ": expected object");
-  for (auto it = extra.begin(); it != extra.end(); ++it) {
-    if (!it.value().is_number_integer()) throw WireError(o.path("extra") + "." + it.key() + ": expected integer");
-    c.extra[it.key()] = it.value().get<int64_t>();
-  }
-  o.done();
+  KernelConfig c = fields_at<KernelConfig>(j, path);
   wire::validate(c, path);
   return c;
 }
 
-template <typename R>
-static void timing_at(Obj& o, R& r) {
-  r.median_us = o.number("median_us");
-  r.spread_us = o.number("spread_us");
-  r.repeats = o.uint("repeats");
-  try {
-    r.status = parse_timing_status(o.str("status"));
-  } catch (const std::invalid_argument& e) {
-    throw WireError(o.path("status") + ": " + e.what());
-  }
-  r.flags = o.uint("flags");
-}
-
-static Producer producer_at(const json& j, const std::string& path) {
-  Obj o(j, path);
-  Producer p;
-  p.name = o.str("name");
-  p.public_key = o.str("public_key");
-  p.runner = o.str("runner");
-  p.software_version = o.str("software_version");
-  o.done();
-  return p;
-}
+static Producer producer_at(const json& j, const std::string& path) { return fields_at<Producer>(j, path); }
 
 HardwareId hardware_from_json(const json& j) { return hardware_at(j, "hardware"); }
 Problem problem_from_json(const json& j) { return problem_at(j, "problem"); }
 KernelConfig config_from_json(const json& j) { return config_at(j, "config"); }
 Producer producer_from_json(const json& j) { return producer_at(j, "producer"); }
 
-TimingRecord record_from_json(const json& j) {
-  Obj o(j, "record");
-  TimingRecord r;
-  r.problem = problem_at(o.at("problem"), "record.problem");
-  r.config = config_at(o.at("config"), "record.config");
-  timing_at(o, r);
-  o.done();
-  return r;
-}
+TimingRecord record_from_json(const json& j) { return fields_at<TimingRecord>(j, "record"); }
 
 Shard shard_from_json(const json& j) {
   Obj o(j, "shard");
@@ -258,13 +209,8 @@ Shard shard_from_json(const json& j) {
   if (!records.is_array()) throw WireError("shard.records: expected array");
   for (size_t i = 0; i < records.size(); ++i) {
     std::string path = "shard.records[" + std::to_string(i) + "]";
-    Obj ro(records[i], path);
-    ShardRecord r;
-    r.problem_index = static_cast<uint32_t>(ro.uint("problem_index"));
+    ShardRecord r = fields_at<ShardRecord>(records[i], path);
     if (r.problem_index >= s.problems.size()) throw WireError(path + ".problem_index: out of range");
-    r.config = config_at(ro.at("config"), path + ".config");
-    timing_at(ro, r);
-    ro.done();
     s.records.push_back(std::move(r));
   }
   if (!s.problem_wall_s.empty()) {

@@ -34,82 +34,44 @@ class Packer : public msgpack::packer<msgpack::sbuffer> {
 
 void pack_str(Packer& pk, const std::string& s) { pk.pack_str(static_cast<uint32_t>(s.size())).pack_str_body(s.data(), static_cast<uint32_t>(s.size())); }
 
-void pack(Packer& pk, const HardwareId& h) {
-  pk.pack_array(10);
-  pack_str(pk, h.vendor);
-  pack_str(pk, h.device_name);
-  pack_str(pk, h.arch);
-  pack_str(pk, h.compute_capability);
-  pk.pack_uint64(h.sm_count);
-  pk.pack_uint64(h.memory_bytes);
-  pack_str(pk, h.driver_version);
-  pack_str(pk, h.runtime_version);
-  pack_str(pk, h.torch_version);
-  pack_str(pk, h.triton_version);
-}
-
 void pack_bool(Packer& pk, bool b) { b ? pk.pack_true() : pk.pack_false(); }
 
-void pack(Packer& pk, const Problem& p) {
-  pk.pack_array(13);
-  pack_str(pk, p.op);
-  pk.pack_uint64(p.batch);
-  pk.pack_uint64(p.m);
-  pk.pack_uint64(p.n);
-  pk.pack_uint64(p.k);
-  pack_str(pk, p.dtype_a);
-  pack_str(pk, p.dtype_b);
-  pack_str(pk, p.dtype_out);
-  pack_bool(pk, p.trans_a);
-  pack_bool(pk, p.trans_b);
-  pack_str(pk, p.bias);
-  pk.f64(p.alpha);
-  pk.f64(p.beta);
-}
+void pack(Packer& pk, const Problem& p);
+void pack(Packer& pk, const KernelConfig& c);
 
-void pack(Packer& pk, const KernelConfig& c) {
-  pk.pack_array(12);
-  pack_str(pk, c.template_id);
-  pk.pack_uint64(c.block_m);
-  pk.pack_uint64(c.block_n);
-  pk.pack_uint64(c.block_k);
-  pk.pack_uint64(c.group_m);
-  pk.pack_uint64(c.num_stages);
-  pk.pack_uint64(c.num_warps);
-  pack_bool(pk, c.even_k);
-  pack_bool(pk, c.allow_tf32);
-  pack_bool(pk, c.use_fast_accum);
-  pack_str(pk, c.acc_type);
-  pk.pack_map(static_cast<uint32_t>(c.extra.size()));  // std::map iterates in key order
-  for (const auto& [key, value] : c.extra) {
-    pack_str(pk, key);
-    pk.pack_int64(value);
+// Writes one field of a struct (types.h's visit()) in its canonical form.
+struct PackField {
+  Packer& pk;
+  void operator()(const char*, const std::string& s) const { pack_str(pk, s); }
+  void operator()(const char*, const uint64_t& x) const { pk.pack_uint64(x); }
+  void operator()(const char*, const uint32_t& x) const { pk.pack_uint64(x); }
+  void operator()(const char*, const bool& b) const { pack_bool(pk, b); }
+  void operator()(const char*, const double& d) const { pk.f64(d); }
+  void operator()(const char*, const TimingStatus& st) const { pack_str(pk, to_string(st)); }
+  void operator()(const char*, const Problem& p) const { pack(pk, p); }
+  void operator()(const char*, const KernelConfig& c) const { pack(pk, c); }
+  void operator()(const char*, const std::map<std::string, int64_t>& extra) const {
+    pk.pack_map(static_cast<uint32_t>(extra.size()));  // std::map iterates in key order
+    for (const auto& [key, value] : extra) {
+      pack_str(pk, key);
+      pk.pack_int64(value);
+    }
   }
+};
+
+// A struct as the array of its fields, in the order of its visit().
+template <class T>
+void pack_fields(Packer& pk, const T& x) {
+  pk.pack_array(static_cast<uint32_t>(field_names<T>().size()));
+  visit(x, PackField{pk});
 }
 
-void pack_timing(Packer& pk, double median, double spread, uint64_t repeats, TimingStatus st,
-                 uint64_t flags) {
-  pk.f64(median);
-  pk.f64(spread);
-  pk.pack_uint64(repeats);
-  pack_str(pk, to_string(st));
-  pk.pack_uint64(flags);
-}
-
-void pack(Packer& pk, const TimingRecord& r) {
-  pk.pack_array(7);
-  pack(pk, r.problem);
-  pack(pk, r.config);
-  pack_timing(pk, r.median_us, r.spread_us, r.repeats, r.status, r.flags);
-}
-
-void pack(Packer& pk, const Producer& p) {
-  pk.pack_array(4);
-  pack_str(pk, p.name);
-  pack_str(pk, p.public_key);
-  pack_str(pk, p.runner);
-  pack_str(pk, p.software_version);
-}
+void pack(Packer& pk, const HardwareId& h) { pack_fields(pk, h); }
+void pack(Packer& pk, const Problem& p) { pack_fields(pk, p); }
+void pack(Packer& pk, const KernelConfig& c) { pack_fields(pk, c); }
+void pack(Packer& pk, const TimingRecord& r) { pack_fields(pk, r); }
+void pack(Packer& pk, const ShardRecord& r) { pack_fields(pk, r); }
+void pack(Packer& pk, const Producer& p) { pack_fields(pk, p); }
 
 // The number of content fields (those the hash covers) of the shard in its
 // wire_version; throws for a shard that cannot be written in that version.
@@ -138,12 +100,7 @@ void pack_shard_content(Packer& pk, const Shard& s) {
   pk.pack_array(static_cast<uint32_t>(s.problems.size()));
   for (const auto& p : s.problems) pack(pk, p);
   pk.pack_array(static_cast<uint32_t>(s.records.size()));
-  for (const auto& r : s.records) {
-    pk.pack_array(7);
-    pk.pack_uint64(r.problem_index);
-    pack(pk, r.config);
-    pack_timing(pk, r.median_us, r.spread_us, r.repeats, r.status, r.flags);
-  }
+  for (const auto& r : s.records) pack(pk, r);
   if (fields == 9) {
     pk.pack_array(2);
     pack_str(pk, s.method.timing);

@@ -107,17 +107,7 @@ const char* const kShardFields[] = {"id",      "sweep_id", "hardware", "producer
                                     "problems", "records", "method",   "problem_wall_s", "sha256"};
 constexpr uint32_t kShardHashField = 9;
 const char* const kMethodFields[] = {"timing", "collector"};
-const char* const kHardwareFields[] = {"vendor", "device_name", "arch", "compute_capability", "sm_count",
-                                       "memory_bytes", "driver_version", "runtime_version", "torch_version",
-                                       "triton_version"};
-const char* const kProducerFields[] = {"name", "public_key", "runner", "software_version"};
-const char* const kProblemFields[] = {"op", "batch", "m", "n", "k", "dtype_a", "dtype_b",
-                                      "dtype_out", "trans_a", "trans_b", "bias", "alpha", "beta"};
-const char* const kConfigFields[] = {"template", "block_m", "block_n", "block_k", "group_m", "num_stages",
-                                     "num_warps", "even_k", "allow_tf32", "use_fast_accum", "acc_type", "extra"};
-const char* const kRecordFields[] = {"problem", "config", "median_us", "spread_us", "repeats", "status", "flags"};
-const char* const kShardRecordFields[] = {"problem_index", "config", "median_us", "spread_us",
-                                          "repeats", "status", "flags"};
+// The other structs' field names come from their visit() (types.h), as the encoder's.
 
 // Field i of a shard in wire `version`, as an index into kShardFields.
 constexpr uint32_t shard_field(uint64_t version, uint32_t i) { return version == 1 && i == 7 ? kShardHashField : i; }
@@ -129,12 +119,12 @@ const char* field_name(Node node, uint32_t i, uint64_t version) {
     case Node::Envelope: return kEnvelopeFields[i];
     case Node::Shard: return kShardFields[shard_field(version, i)];
     case Node::Method: return kMethodFields[i];
-    case Node::Hardware: return kHardwareFields[i];
-    case Node::Producer: return kProducerFields[i];
-    case Node::Problem: return kProblemFields[i];
-    case Node::Config: return kConfigFields[i];
-    case Node::Record: return kRecordFields[i];
-    case Node::ShardRecord: return kShardRecordFields[i];
+    case Node::Hardware: return field_names<HardwareId>()[i];
+    case Node::Producer: return field_names<Producer>()[i];
+    case Node::Problem: return field_names<Problem>()[i];
+    case Node::Config: return field_names<KernelConfig>()[i];
+    case Node::Record: return field_names<TimingRecord>()[i];
+    case Node::ShardRecord: return field_names<ShardRecord>()[i];
     case Node::Extra: case Node::ProblemList: case Node::RecordList: case Node::WallList: return nullptr;  // indexed
   }
   return nullptr;

@@ -2,6 +2,9 @@
 
 #include "diode/hardware.h"
 #include "diode/hardware_plausibility.h"
+#include "diode/io.h"
+
+#include <nlohmann/json.hpp>
 
 namespace diode {
 namespace {
@@ -14,23 +17,34 @@ HardwareId hw(const std::string& vendor, const std::string& name, double gib) {
   return h;
 }
 
+// The examples, and the names and keys below, are stated once in
+// shared/schema/contracts.json ("hardware_key"); tests/python/test_hardware_key.py reads the same.
+const nlohmann::json& key_schema() {
+  static const nlohmann::json s = nlohmann::json::parse(io::read_file(DIODE_SCHEMA_FILE)).at("hardware_key");
+  return s;
+}
+
 TEST(HardwareKey, DocumentedExamples) {
-  EXPECT_EQ(hardware_key(hw("nvidia", "NVIDIA H100 80GB HBM3", 79.65)), "nvidia-h100-80gb");
-  EXPECT_EQ(hardware_key(hw("nvidia", "NVIDIA H100 PCIe", 79.2)), "nvidia-h100-pcie-80gb");
-  EXPECT_EQ(hardware_key(hw("nvidia", "NVIDIA A100-SXM4-80GB", 79.15)), "nvidia-a100-sxm4-80gb");
-  EXPECT_EQ(hardware_key(hw("nvidia", "NVIDIA A100-SXM4-40GB", 39.4)), "nvidia-a100-sxm4-40gb");
-  EXPECT_EQ(hardware_key(hw("nvidia", "NVIDIA H200", 140.4)), "nvidia-h200-144gb");
-  EXPECT_EQ(hardware_key(hw("amd", "AMD Instinct MI300X", 192.0)), "amd-instinct-mi300x-192gb");
+  ASSERT_GE(key_schema().at("examples").size(), 6u);
+  for (const auto& ex : key_schema().at("examples")) {
+    HardwareId h;
+    h.vendor = ex.at("vendor");
+    h.device_name = ex.at("device_name");
+    h.memory_bytes = ex.at("memory_bytes");
+    EXPECT_EQ(hardware_key(h), ex.at("key").get<std::string>()) << h.device_name;
+  }
+  // The schema's memory sizes are static_cast<uint64_t>(GiB * 2^30), as hw() makes them.
+  EXPECT_EQ(hw("nvidia", "NVIDIA H100 80GB HBM3", 79.65).memory_bytes,
+            key_schema().at("examples")[0].at("memory_bytes").get<uint64_t>());
 }
 
 TEST(HardwareKey, AlwaysValidShape) {
-  for (const char* name : {"", "---", "Weird  GPU!! 9000", "ÄÖÜ card"}) {
-    std::string k = hardware_key(hw("Vendor X", name, 0));
+  for (const auto& name : key_schema().at("always_valid_device_names")) {
+    std::string k = hardware_key(hw("Vendor X", name.get<std::string>(), 0));
     EXPECT_TRUE(is_valid_hardware_key(k)) << k;
   }
-  EXPECT_FALSE(is_valid_hardware_key("../etc"));
-  EXPECT_FALSE(is_valid_hardware_key("a--b"));
-  EXPECT_FALSE(is_valid_hardware_key(""));
+  for (const auto& k : key_schema().at("invalid_keys")) EXPECT_FALSE(is_valid_hardware_key(k)) << k;
+  for (const auto& k : key_schema().at("valid_keys")) EXPECT_TRUE(is_valid_hardware_key(k)) << k;
 }
 
 // Issue 16, item 5: fingerprints no real device has are refused before they

@@ -207,7 +207,7 @@ def test_cross_hardware_scores_another_gpus_dataset(trained, tmp_path):
 def test_torch_diode_011_harness(trained, tmp_path):
     work, data, (model, _) = trained
     out = tmp_path / "r.json"
-    msg = run(sys.executable, ROOT / "bench" / "torch_diode_011_eval.py", "--dataset", data, "--anchors", ANCHORS,
+    msg = run(sys.executable, ROOT / "python" / "release" / "torch_diode_011_eval.py", "--dataset", data, "--anchors", ANCHORS,
               "--diode", DIODE, "--out", out)
     doc = json.loads(out.read_text())
     assert doc["name"] == "torch_diode_0_1_1" and doc["ops"] == ["mm"] and doc["k"] == 5

@@ -20,7 +20,7 @@ template's hooks (def_kernel, size, stride, load_input, store_output):
 A *static* kernel class (`kernel_class(..., static=True)`) renders the same template
 with one problem's sizes and strides as literals, as Inductor does: one compile per
 problem and config, for re-timing a problem's contenders exactly as Inductor would run
-them. bench/collector_fidelity.py measures both against Inductor's static kernels.
+them. bench/collector_fidelity.py (script removed; git history) measures both against Inductor's static kernels.
 """
 from __future__ import annotations
 

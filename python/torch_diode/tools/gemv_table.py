@@ -6,7 +6,7 @@
 
 The package ships tables only for the GPUs the project measured (hook/gemv_tables/); on any
 other GPU predict mode keeps the GEMM path for M = 1 until a table exists. This is the
-measurement that made the shipped ones (bench/gemv_reduction.py runs it, then checks the
+measurement that made the shipped ones (bench/gemv_reduction.py (script removed; git history) runs it, then checks the
 table on held-out shapes).
 
 For each (dtype, outputs N, K) of the grid (M = 1; layout "inner": F.linear's weight (N, K),

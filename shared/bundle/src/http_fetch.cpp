@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "diode/bundle/crypto.h"
+#include "diode/bundle/curl_transfer.h"
 
 namespace diode::bundle {
 
@@ -25,23 +27,6 @@ bool is_loopback(std::string host) {
   in6_addr a6{};
   if (inet_pton(AF_INET6, host.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
   return false;
-}
-
-struct Sink {
-  std::string data;
-  uint64_t max = 0;
-  bool exceeded = false;
-};
-
-size_t on_data(char* ptr, size_t size, size_t nmemb, void* user) {
-  auto* s = static_cast<Sink*>(user);
-  const size_t n = size * nmemb;
-  if (s->data.size() + n > s->max) {
-    s->exceeded = true;
-    return 0;  // makes curl abort the transfer with CURLE_WRITE_ERROR
-  }
-  s->data.append(ptr, n);
-  return n;
 }
 
 bool is_network_failure(CURLcode c) {
@@ -86,37 +71,27 @@ std::string check_hub_url(const std::string& url) {
 std::string http_get(const std::string& url, uint64_t max_bytes, const std::string& what) {
   global_init();
   const bool https = url.rfind("https://", 0) == 0;
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), &curl_easy_cleanup);
-  if (!c) throw std::runtime_error("curl_easy_init failed");
-  Sink sink;
-  sink.max = max_bytes;
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
+  CurlRequest req;
+  req.url = url;
+  req.max_bytes = max_bytes;
+  req.max_filesize = true;
   // Only the scheme check_hub_url allowed; no redirects to anywhere else.
-  curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, https ? "https" : "http");
-  curl_easy_setopt(c.get(), CURLOPT_FOLLOWLOCATION, 0L);
+  req.protocols = https ? "https" : "http";
   // Plain http only ever goes to loopback: never hand it to a proxy from the environment.
-  if (!https) curl_easy_setopt(c.get(), CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c.get(), CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(c.get(), CURLOPT_SSL_VERIFYHOST, 2L);
-  if (const char* ca = std::getenv("DIODE_CA_BUNDLE"); ca && *ca) curl_easy_setopt(c.get(), CURLOPT_CAINFO, ca);
-  curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT, 10L);
+  req.no_proxy = !https;
+  req.ca_bundle_from_env = true;  // certificates and host names always verified
+  req.connect_timeout_s = 10;
   // A stalled hub (under 1 KiB/s for 30 s) is abandoned instead of hanging the compile.
-  curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt(c.get(), CURLOPT_LOW_SPEED_TIME, 30L);
-  curl_easy_setopt(c.get(), CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_bytes));
-  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, &on_data);
-  curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(c.get(), CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c.get(), CURLOPT_USERAGENT, "diode-client/1");
-  const CURLcode rc = curl_easy_perform(c.get());
-  long status = 0;
-  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &status);
-  if (sink.exceeded || rc == CURLE_FILESIZE_EXCEEDED)
+  req.low_speed_bytes_per_s = 1024;
+  req.low_speed_time_s = 30;
+  req.user_agent = "diode-client/1";
+  CurlResult res = curl_transfer(req);
+  const auto rc = static_cast<CURLcode>(res.code);
+  const long status = res.status;
+  if (res.exceeded || rc == CURLE_FILESIZE_EXCEEDED)
     throw VerifyError(what + ": the hub sent more than the " + std::to_string(max_bytes) +
                       " bytes the signed metadata allows; download aborted");
-  const std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  const std::string& detail = res.detail;
   if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CONNECT_ERROR ||
       rc == CURLE_SSL_CERTPROBLEM)
     // Never a reason to fall back silently: it may be an interception.
@@ -125,7 +100,7 @@ std::string http_get(const std::string& url, uint64_t max_bytes, const std::stri
     if (status != 0 && status != 200) throw HttpError(status, what + ": hub answered HTTP " + std::to_string(status) + " for " + url);
     if (is_network_failure(rc)) throw NetworkError(what + ": cannot reach the hub at " + url + ": " + detail);
     if (rc == CURLE_PARTIAL_FILE)
-      throw VerifyError(what + ": truncated download from " + url + " (" + std::to_string(sink.data.size()) + " bytes): " + detail);
+      throw VerifyError(what + ": truncated download from " + url + " (" + std::to_string(res.body.size()) + " bytes): " + detail);
     throw std::runtime_error(what + ": download of " + url + " failed: " + detail);
   }
   // 5xx: the hub (or its proxy) is down, as good as unreachable; a cached
@@ -133,7 +108,7 @@ std::string http_get(const std::string& url, uint64_t max_bytes, const std::stri
   if (status >= 500 && status <= 599)
     throw NetworkError(what + ": hub unavailable, HTTP " + std::to_string(status) + " for " + url);
   if (status != 200) throw HttpError(status, what + ": hub answered HTTP " + std::to_string(status) + " for " + url);
-  return sink.data;
+  return std::move(res.body);
 }
 
 }  // namespace diode::bundle

@@ -72,6 +72,11 @@ class SystemClock final : public Clock {
   mutable std::atomic<int64_t> offset_{0};
 };
 
+// Unix epoch milliseconds now, from the process-wide SystemClock: for
+// timestamps that are stored or shown (received_ms, generated_ms, ...), never
+// for measuring durations (use steady_ms()).
+inline uint64_t wall_now_ms() { return static_cast<uint64_t>(SystemClock::instance().wall_ms()); }
+
 // A clock that moves only when told to; thread-safe.
 class ManualClock final : public Clock {
  public:

@@ -1,4 +1,5 @@
-// Logging flags shared by the daemons (diode-agent, diode-hub):
+// Logging flags shared by the daemons (diode-agent, diode-hub; the coordinator
+// uses JsonFormatter through coordinator/src/logging.h):
 //   --log-level trace|debug|info|warn|error|critical
 //   --log-json   one JSON object per line: {"ts": "2026-11-25T04:30:00.123Z", "level": "info", "msg": "..."}
 // Header-only (spdlog + nlohmann-json, which every daemon links already).
@@ -38,7 +39,8 @@ inline spdlog::level::level_enum parse_level(const std::string& s) {
   throw std::invalid_argument("--log-level: '" + s + "' is not one of " + kLevels);
 }
 
-// One JSON object per log line (ts in UTC with milliseconds, level, msg).
+// One JSON object per log line (ts in UTC with milliseconds, level, msg, and
+// "logger" when the logger has a name; the default logger has none).
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& m, spdlog::memory_buf_t& dest) override {
@@ -51,6 +53,7 @@ class JsonFormatter final : public spdlog::formatter {
     std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                   tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
     nlohmann::json j{{"ts", ts}, {"level", level_name(m.level)}, {"msg", std::string(m.payload.data(), m.payload.size())}};
+    if (m.logger_name.size() > 0) j["logger"] = std::string(m.logger_name.data(), m.logger_name.size());
     // Invalid UTF-8 in a message is replaced, never a reason to lose the line.
     std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';

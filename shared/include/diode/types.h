@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace diode {
@@ -58,9 +59,11 @@ struct KernelConfig {
 
 enum class TimingStatus : uint8_t { ok, compile_error, out_of_resources, timeout };
 
-// Record flag bits (docs/wire-format.md; the collector's FLAG_* in collect/engine.py).
+// Record flag bits, stated once in shared/schema/contracts.json ("record_flags"; Python:
+// FLAG_* in torch_diode/wire.py); tests/cpp/test_schema.cpp checks these against it.
 inline constexpr uint64_t kRecordReplayed = 1u << 0;     // the replay runner's answer, not measured
 inline constexpr uint64_t kRecordInDefault = 1u << 1;    // the config is in Inductor's DEFAULT list
+inline constexpr uint64_t kRecordNotRunnable = 1u << 2;  // offered, but a template the collector cannot run
 inline constexpr uint64_t kRecordStaticShape = 1u << 3;  // timed as the problem's static-shape kernel
 
 struct TimingRecord {
@@ -143,6 +146,104 @@ struct Shard {
 // Enum <-> string. Parsing throws std::invalid_argument naming the bad value.
 const char* to_string(TimingStatus s);
 TimingStatus parse_timing_status(const std::string& s);
+
+// ---- field visitors: each struct's wire fields, named and in wire order, written once.
+// visit(x, v) calls v(name, field) for every field of x, in the order of
+// docs/wire-format.md (shared/schema/contracts.json "wire.types"); x may be const.
+// The msgpack encoder (wire.cpp), the JSON form (json.cpp) and the decoder's field
+// names (wire_decode.cpp) all walk these, so a field is added or renamed here once.
+template <class S, class T>
+concept FieldsOf = std::is_same_v<std::remove_const_t<S>, T>;
+
+template <FieldsOf<HardwareId> H, class V>
+void visit(H& h, V&& v) {
+  v("vendor", h.vendor);
+  v("device_name", h.device_name);
+  v("arch", h.arch);
+  v("compute_capability", h.compute_capability);
+  v("sm_count", h.sm_count);
+  v("memory_bytes", h.memory_bytes);
+  v("driver_version", h.driver_version);
+  v("runtime_version", h.runtime_version);
+  v("torch_version", h.torch_version);
+  v("triton_version", h.triton_version);
+}
+
+template <FieldsOf<Problem> P, class V>
+void visit(P& p, V&& v) {
+  v("op", p.op);
+  v("batch", p.batch);
+  v("m", p.m);
+  v("n", p.n);
+  v("k", p.k);
+  v("dtype_a", p.dtype_a);
+  v("dtype_b", p.dtype_b);
+  v("dtype_out", p.dtype_out);
+  v("trans_a", p.trans_a);
+  v("trans_b", p.trans_b);
+  v("bias", p.bias);
+  v("alpha", p.alpha);
+  v("beta", p.beta);
+}
+
+template <FieldsOf<KernelConfig> C, class V>
+void visit(C& c, V&& v) {
+  v("template", c.template_id);
+  v("block_m", c.block_m);
+  v("block_n", c.block_n);
+  v("block_k", c.block_k);
+  v("group_m", c.group_m);
+  v("num_stages", c.num_stages);
+  v("num_warps", c.num_warps);
+  v("even_k", c.even_k);
+  v("allow_tf32", c.allow_tf32);
+  v("use_fast_accum", c.use_fast_accum);
+  v("acc_type", c.acc_type);
+  v("extra", c.extra);
+}
+
+// The timing fields, shared by both record forms (fields 2..6).
+template <class R, class V>
+void visit_timing(R& r, V&& v) {
+  v("median_us", r.median_us);
+  v("spread_us", r.spread_us);
+  v("repeats", r.repeats);
+  v("status", r.status);
+  v("flags", r.flags);
+}
+
+template <FieldsOf<TimingRecord> R, class V>
+void visit(R& r, V&& v) {
+  v("problem", r.problem);
+  v("config", r.config);
+  visit_timing(r, v);
+}
+
+template <FieldsOf<ShardRecord> R, class V>
+void visit(R& r, V&& v) {
+  v("problem_index", r.problem_index);
+  v("config", r.config);
+  visit_timing(r, v);
+}
+
+template <FieldsOf<Producer> P, class V>
+void visit(P& p, V&& v) {
+  v("name", p.name);
+  v("public_key", p.public_key);
+  v("runner", p.runner);
+  v("software_version", p.software_version);
+}
+
+// The names of T's fields, in wire order; its size is the struct's array length.
+template <class T>
+const std::vector<const char*>& field_names() {
+  static const std::vector<const char*> names = [] {
+    std::vector<const char*> n;
+    visit(static_cast<const T&>(T{}), [&](const char* name, const auto&) { n.push_back(name); });
+    return n;
+  }();
+  return names;
+}
 
 bool is_known_op(const std::string& op);
 bool is_known_dtype(const std::string& dtype);

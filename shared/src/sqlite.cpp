@@ -1,12 +1,16 @@
-#include "sqlite.h"
+#include "diode/sqlite.h"
 
 #include <stdexcept>
 
-namespace diode::hub {
+namespace diode::sqlite {
 
 Stmt::Stmt(sqlite3* db, const char* sql) : db_(db) {
-  if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK)
-    throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db) + " in: " + sql);
+  if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK) {
+    std::string msg = sqlite3_errmsg(db);
+    sqlite3_finalize(st_);
+    st_ = nullptr;
+    throw std::runtime_error("sqlite prepare: " + msg + " in: " + sql);
+  }
 }
 
 Stmt::~Stmt() {
@@ -51,7 +55,15 @@ bool Stmt::step() {
   int rc = sqlite3_step(st_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
+  std::string msg = sqlite3_errmsg(db_);
+  sqlite3_reset(st_);
+  throw std::runtime_error("sqlite step: " + msg);
+}
+
+void Stmt::run() {
+  while (step()) {
+  }
+  reset();
 }
 
 void Stmt::reset() {
@@ -70,14 +82,13 @@ std::string Stmt::blob(int col) const {
   return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(st_, col))) : std::string();
 }
 
-Db::Db(const std::string& path, int flags) {
+Db::Db(const std::string& path, int flags, std::string_view what) {
   if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
-    throw std::runtime_error("cannot open catalog " + path + ": " + msg);
+    throw std::runtime_error("cannot open " + std::string(what) + path + ": " + msg);
   }
-  // Readers may meet the writer mid-checkpoint; wait instead of failing.
-  sqlite3_busy_timeout(db_, 5000);
+  sqlite3_busy_timeout(db_, kDefaultBusyTimeoutMs);
 }
 
 Db::~Db() { sqlite3_close_v2(db_); }
@@ -87,8 +98,21 @@ void Db::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    throw std::runtime_error(std::string("sqlite: ") + msg + " in: " + sql);
+    throw std::runtime_error("sqlite: " + msg + " in: " + sql);
   }
 }
 
-}  // namespace diode::hub
+Transaction::~Transaction() {
+  if (!open_) return;
+  try {
+    db_.rollback();
+  } catch (...) {  // a failed COMMIT/statement may already have ended it
+  }
+}
+
+void Transaction::commit() {
+  db_.commit();
+  open_ = false;
+}
+
+}  // namespace diode::sqlite
