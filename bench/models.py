@@ -552,9 +552,16 @@ def plot_svg(rows: list[dict]) -> str:
     while t <= y1:
         out.append(f'<text x="{L - 6}" y="{sy(t) + 4}" text-anchor="end">{t:.1f}</text>')
         t += step
+    # one colour and marker per model (Okabe-Ito, colour-blind safe), a legend at the right
+    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442"]
+    models = list(dict.fromkeys(label.split()[0] for *_, label in pts))
+    colour = {m: palette[i % len(palette)] for i, m in enumerate(models)}
     for _, x, y, label in pts:
-        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="#1f77b4" fill-opacity="0.7">'
-                   f'<title>{label}: {x:.3f}x, compile {y:.2f}x</title></circle>')
+        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{colour[label.split()[0]]}" '
+                   f'fill-opacity="0.8"><title>{label}: {x:.3f}x, compile {y:.2f}x</title></circle>')
+    for i, m in enumerate(models):
+        out.append(f'<circle cx="{W - 150}" cy="{30 + 16 * i}" r="4" fill="{colour[m]}"/>'
+                   f'<text x="{W - 140}" y="{34 + 16 * i}">{m}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
