@@ -18,12 +18,25 @@ import subprocess
 import sys
 import tempfile
 
-# the package's statistics (torch_diode/summary_stats.py, as `diode validate`), without the hook
-os.environ.setdefault("TORCH_DIODE_AUTO_INSTALL", "0")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # python/
 
-# One definition, the same as `diode validate` (torch_diode/summary_stats.py).
-from torch_diode.summary_stats import geomean, p90  # noqa: E402
+def _summary_stats():
+    """torch_diode/summary_stats.py, the one definition of the statistics (as `diode validate`),
+    loaded from its file under the name bench/stats.py uses: importing the package would
+    import torch and install the hook, which a tool reading JSON must not trigger (nor change
+    the environment of whoever imports it)."""
+    import importlib.util
+    name = "torch_diode_summary_stats"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "torch_diode", "summary_stats.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+geomean, p90 = _summary_stats().geomean, _summary_stats().p90
 
 
 def per_group(rows: list[dict]) -> dict:

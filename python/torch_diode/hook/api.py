@@ -461,8 +461,9 @@ def auto_install() -> bool:
                          "M = 1 reductions (%s, %d entries); other GEMMs take Inductor's default path",
                          reason, table.source, len(table.entries))
             return True
-    except Exception as e:
-        log.debug("torch_diode: not installed at import: %s: %s", type(e).__name__, e)
+    except Exception as e:  # resolve_model() reports its own causes: this is unexpected, say it
+        log.warning("torch_diode: not installed at import (%s: %s); Inductor's own choices are used",
+                    type(e).__name__, e)
         return False
 
 
