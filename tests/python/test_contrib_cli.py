@@ -36,11 +36,15 @@ def diode(*args, env=None, check=True, timeout=60):
 
 
 class Hub:
-    def __init__(self, tmp: pathlib.Path):
+    """A real diode-hub on 127.0.0.1 with a write token (TOKEN) and, with `registry`, the
+    committed example bundle in its model registry (tests/data/bundles/)."""
+
+    def __init__(self, tmp: pathlib.Path, registry: bool = True):
         self.tmp = tmp
         self.data = tmp / "hub"
         (self.data / "models").mkdir(parents=True)
-        shutil.copytree(BUNDLES / "registry" / HW, self.data / "models" / HW)
+        if registry:
+            shutil.copytree(BUNDLES / "registry" / HW, self.data / "models" / HW)
         pub = subprocess.run([str(HUB), "--generate-key", str(tmp / "hub.key")], check=True, capture_output=True,
                              text=True).stdout.strip().split()[-1]
         (tmp / "allow.txt").write_text(pub + "\n")
@@ -49,7 +53,8 @@ class Hub:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ingest = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-        self.log = open(tmp / "hub.log", "wb")
+        self.log_path = tmp / "hub.log"
+        self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [str(HUB), "--data", str(self.data), "--ingest", ingest, "--http", "127.0.0.1:0",
              "--server-key", str(tmp / "hub.key"), "--allowlist", str(tmp / "allow.txt"),
@@ -58,12 +63,12 @@ class Hub:
         deadline = time.time() + 30
         while not ready.exists():
             if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("diode-hub did not start:\n" + (tmp / "hub.log").read_text())
+                raise RuntimeError("diode-hub did not start:\n" + self.log_path.read_text())
             time.sleep(0.05)
         self.url = f"http://127.0.0.1:{json.loads(ready.read_text())['http_port']}"
 
     def get_json(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
             return json.loads(r.read())
 
     def close(self):

@@ -14,10 +14,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 
 import pytest
 
@@ -26,7 +22,9 @@ BUILD = pathlib.Path(os.environ.get("DIODE_BUILD_DIR") or ROOT / "build")
 DIODE = BUILD / "cli" / "diode"
 HUB = BUILD / "hub" / "diode-hub"
 DATASETS = sorted(p for p in (ROOT / "datasets").iterdir() if p.is_dir() and any(p.glob("*.msgpack*")))
-TOKEN = "contribute-datasets-token-0123456789"
+import test_contrib_cli as contrib_cli  # noqa: E402  (skips this module too when nothing is built)
+
+TOKEN = contrib_cli.TOKEN
 NAME = "Jane Doe <jane@example.org>"
 
 if not DIODE.exists() or not HUB.exists():
@@ -38,47 +36,13 @@ SAME = ("hardware_key", "shards", "records", "problems", "configs_per_problem", 
 
 
 def diode(*args, check=True, timeout=120):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DIODE_")}
-    r = subprocess.run([str(DIODE), *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"diode {' '.join(map(str, args))} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
+    return contrib_cli.diode(*args, check=check, timeout=timeout)
 
 
-class Hub:
-    def __init__(self, tmp: pathlib.Path):
-        tmp.mkdir(parents=True, exist_ok=True)
-        self.data = tmp / "hub"
-        pub = subprocess.run([str(HUB), "--generate-key", str(tmp / "hub.key")], check=True, capture_output=True,
-                             text=True).stdout.strip().split()[-1]
-        (tmp / "allow.txt").write_text(pub + "\n")
-        (tmp / "token").write_text(TOKEN + "\n")
-        ready = tmp / "ready.json"
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            ingest = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-        self.log_path = tmp / "hub.log"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [str(HUB), "--data", str(self.data), "--ingest", ingest, "--http", "127.0.0.1:0",
-             "--server-key", str(tmp / "hub.key"), "--allowlist", str(tmp / "allow.txt"),
-             "--write-token-file", str(tmp / "token"), "--ready-file", str(ready), "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while not ready.exists():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("diode-hub did not start:\n" + self.log_path.read_text())
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{json.loads(ready.read_text())['http_port']}"
-
-    def get_json(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
-            return json.loads(r.read())
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.log.close()
+def Hub(tmp: pathlib.Path):
+    """test_contrib_cli's hub (one definition of starting one), without a model registry."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return contrib_cli.Hub(tmp, registry=False)
 
 
 @pytest.fixture
