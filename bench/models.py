@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -45,6 +44,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from stats import geomean  # bench/stats.py: the package's one definition (torch_diode/summary_stats.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("eager", "plain", "default", "diode", "diode_ma")
@@ -436,9 +437,6 @@ def _index(results: list[dict]) -> dict:
     return idx
 
 
-def _gm(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
 
 def report(a) -> int:
     results = []
@@ -496,23 +494,23 @@ def report(a) -> int:
                      f"{f(p['gpu']['us'] if p else None, '{:.0f}')} | {f(row.get('diode_gpu'))} | "
                      f"{f(row.get('diode_compile'))} | {f(row.get('default_gpu'))} | {f(row.get('ma_gpu'))} | "
                      f"{f(row.get('ma_compile'))} | {paths or '-'} | {'; '.join(notes) or 'pass'} |")
-    gm = _gm(gpu_ratios)
+    gm = geomean(gpu_ratios)
     # rows where torch_diode handed every GEMM to cuBLAS, as plain does: the same kernels in
     # both processes, so their ratios are the measurement's own spread (an A/A comparison)
     same = [r["diode_gpu"] for r in rows if "diode_gpu" in r and r.get("same_kernels")]
     summary = {"entries": len(rows), "diode_gpu_vs_plain_geomean": gm,
-               "same_kernels_geomean": _gm(same), "same_kernels_entries": len(same),
+               "same_kernels_geomean": geomean(same), "same_kernels_entries": len(same),
                "same_kernels_range": [min(same), max(same)] if same else None,
                "geomean_goal_met": gm <= GOALS["diode_gpu_vs_plain_geomean_max"] if gpu_ratios else None,
                "decode_b1": b1, "goals": GOALS, "failures": fails,
                "runs": sorted({(r.get("gpu"), r.get("torch"), r.get("triton"), r.get("transformers"))
                                for r in results if r.get("status") == "ok"}, key=str)}
     lines.append("")
-    lines.append(f"diode / plain GPU time, geomean over {len(gpu_ratios)} entries: {gm:.3f} "
+    lines.append(f"diode / plain GPU time, geomean over {len(gpu_ratios)} entries: {'-' if gm is None else f'{gm:.3f}'} "
                  f"(goal <= {GOALS['diode_gpu_vs_plain_geomean_max']})")
     if same:
         lines.append(f"entries where every GEMM took cuBLAS in both modes (the same kernels: the measurement's "
-                     f"spread): {len(same)}, geomean {_gm(same):.3f}, range {min(same):.3f}-{max(same):.3f}")
+                     f"spread): {len(same)}, geomean {geomean(same):.3f}, range {min(same):.3f}-{max(same):.3f}")
     text = "\n".join(lines)
     print(text)
     os.makedirs(a.out, exist_ok=True)

@@ -87,6 +87,7 @@ def test_generators_are_accepted():
 @pytest.mark.parametrize("module, names", [
     ("collector_throughput", ("median", "p90", "quantile")),
     ("hook_end_to_end", ("geomean",)),
+    ("models", ("geomean",)),
     ("predict_aten_margin", ("geomean", "p90")),
 ])
 def test_bench_scripts_use_the_one_definition(module, names):
