@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       health.push_back(std::make_shared<agent::WorkerHealth>());
       health.back()->name = name + "/gpu" + std::to_string(i);
-      health.back()->loop_ms = fleet::now_ms();
+      health.back()->loop_ms = SystemClock::instance().steady_ms();
     }
     agent::metrics().gpus = static_cast<int64_t>(gpus.size());
     std::unique_ptr<agent::AgentHttp> http;

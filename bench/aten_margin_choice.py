@@ -9,7 +9,7 @@
 Each `--case LABEL MODEL DATASET SPLIT_LIST` replays predict mode's decision (its best-scored
 DEFAULT-list Triton config, or ATen unless that config is predicted faster by more than the
 margin) on the problems of a `diode validate --list-split SPLIT --json` file, with
-bench/predict_aten_margin.py's replay (one definition: `replay_rows`, `margin_row`). Use the
+torch_diode/aten_margin.py's replay (one definition: `replay_rows`, `margin_row`, `choose`). Use the
 validation split: the margin is a decision of the release, and the test split must stay
 unseen. Side by side, per margin of predict_aten_margin's grid, the time of predict mode's
 choice against cuBLAS alone (geomean / worst GEMM) for every case; then the choice: the
@@ -20,24 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-from predict_aten_margin import MARGINS, margin_row, read_split_list, replay_rows  # noqa: E402
-from torch_diode.model import load_model_dir  # noqa: E402
-
-
-def choose(tables: dict[str, list[dict]], bound: float) -> float | None:
-    """The smallest margin of the grid whose worst GEMM is within `bound` x cuBLAS in every table."""
-    for i, m in enumerate(MARGINS):
-        if all(t[i]["vs_cublas_max"] <= bound for t in tables.values()):
-            return m
-    return None
+from torch_diode.aten_margin import (  # noqa: F401  (one definition: torch_diode/aten_margin.py)
+    MARGINS, check_bound_and_spread, choose, margin_row, read_split_list, replay_rows)
+from torch_diode.model import load_model_dir
 
 
 def case_arguments(ap: argparse.ArgumentParser) -> None:
@@ -52,14 +39,6 @@ def case_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--bound", type=float, default=1.10,
                     help="worst GEMM allowed, x cuBLAS alone (default 1.10)")
     ap.add_argument("--json", default="", help="write the tables and the choice here")
-
-
-def check_bound_and_spread(a: argparse.Namespace) -> None:
-    """--bound and --max-spread, as every margin choice takes them (python/release/choose_aten_margin.py too)."""
-    if not (math.isfinite(a.bound) and a.bound >= 1.0):
-        raise SystemExit(f"--bound {a.bound}: must be a finite number >= 1")
-    if not 0 <= a.max_spread <= 1000:
-        raise SystemExit(f"--max-spread {a.max_spread}: must be within [0, 1000] (diode validate's range)")
 
 
 def check_case_arguments(a: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@
 #include <queue>
 #include <thread>
 
+#include "diode/clock.h"
 #include "diode/wire.h"
 #include "server.h"
 
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
     auto t0 = now_us();
     auto plans = expand_shards(m);
     store.begin();
-    store.add_manifest(m, plans, now_ms(), nullptr);
+    store.add_manifest(m, plans, static_cast<int64_t>(diode::wall_now_ms()), nullptr);
     store.commit();
     std::cerr << "loaded " << plans.size() << " shards in " << (now_us() - t0) / 1000 << " ms\n";
   }

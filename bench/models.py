@@ -24,12 +24,23 @@ Entries: prefill (batch x sequence 1x512, 8x128, 4x2048; BERT's positions end at
 4x512 there) and decode with a static KV cache as generation runs it compiled (one token,
 batch 1, 8, 32, past 512 of a 1024-slot cache); vision models at batch 1, 8, 32.
 
+FP8 (`--fp8`, or the dtypes "fp8" / "fp8_row"): the decoder models (Llama, Mistral, Qwen2)
+in bfloat16 with every nn.Linear of their decoder layers replaced by FP8Linear: the weight
+pre-quantised to float8_e4m3fn with a tensor-wise scale ("fp8"; `--fp8-scale row`: per-row
+weight scales and per-token activation scales, "fp8_row"), the activation quantised on each
+call (amax -> scale -> cast) and multiplied by torch._scaled_mm(..., out_dtype=bfloat16), the
+bias (Qwen2's q/k/v) added after. Under torch.compile each of them is an aten._scaled_mm
+lowering: the scaled_mm decision family's GEMMs. The eager reference is the FP8 model
+itself. The report's dtype column labels these rows FP8.
+
     # on the GPU machine, within one 10-minute device call:
     PYTHONPATH=python python3 bench/models.py run --out $OUT/zoo --dtypes bfloat16 --jobs 4 --budget-s 520
     # on any machine: the table, the goals and the plot from one or more runs
     python3 bench/models.py report RUN_DIR [RUN_DIR ...] --out DIR
     # CPU check of the whole path with tiny configs (the test runs this)
     python3 bench/models.py run --tiny --device cpu --models gpt2_medium --modes eager,plain,diode --out /tmp/z
+    # the FP8 decoder models (tensor-wise scales; --fp8-scale row for row-wise)
+    PYTHONPATH=python python3 bench/models.py run --fp8 --models llama3_8b,mistral_7b,qwen2_5_1_5b --out $OUT/fp8
 
 GOALS below are issue "Real models"'s, judged by `report`.
 """
@@ -55,8 +66,16 @@ DECODE_BATCHES = (1, 8, 32)
 DECODE_PAST, DECODE_CACHE = 512, 1024
 VISION_BATCHES = (1, 8, 32)
 WARMUP_S = 1.0   # forwards before each timing: the GPU's clocks up from idle
-# relative L2 error of a compiled output against eager, per dtype
-TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 1e-4}
+# FP8 variants of the decoder models: dtype name -> scale kind (FP8Linear); they run in bfloat16
+FP8_DTYPES = {"fp8": "tensor", "fp8_row": "row"}
+FP8_FAMILIES = ("llama", "mistral", "qwen2")   # decoders whose layers are nn.Linear (GPT-2's are Conv1D)
+FP8_MAX = 448.0                                # largest finite float8_e4m3fn
+# relative L2 error of a compiled output against eager, per dtype. FP8: against the eager FP8
+# model; an activation that compiled code rounds to the other e4m3 neighbour (a step is 1/16
+# to 1/8 of the value) moves the logits by a few percent: 0.055 (decode_b8, cuBLASLt) and
+# 0.078 (prefill_8x128, Triton scaled_mm) for llama3_8b with 1 layer on an H200
+TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 1e-4, "fp8": 1e-1, "fp8_row": 1e-1}
+DTYPE_LABELS = {"fp8": "FP8 e4m3 (tensor scales)", "fp8_row": "FP8 e4m3 (row scales)"}
 
 # Goals of issue "Real models" (ratios to plain / DEFAULT, per entry unless "geomean").
 GOALS = {
@@ -113,6 +132,70 @@ def entries(model: str, tiny: bool = False) -> list[dict]:
 
 
 # ====================================================================== worker (one subprocess)
+
+def fp8_supported(model: str) -> bool:
+    """Whether the zoo model has an FP8 variant (a decoder whose layers are nn.Linear)."""
+    return ZOO[model][0] in FP8_FAMILIES
+
+
+def _fp8_linear_class():
+    import torch
+
+    class FP8Linear(torch.nn.Module):
+        """nn.Linear in FP8: the weight stored as float8_e4m3fn ([in, out], column-major as
+        cuBLASLt requires of _scaled_mm's second operand) with its float32 scale(s); each call
+        quantises the activation (amax -> scale -> cast) and runs torch._scaled_mm with a
+        bfloat16 output. scale "tensor": one scale per tensor (scalars); "row": one per weight
+        row (scale_b [1, out]) and one per token (scale_a [tokens, 1])."""
+
+        def __init__(self, linear: torch.nn.Linear, scale: str = "tensor"):
+            super().__init__()
+            if scale not in ("tensor", "row"):
+                raise ValueError(f"FP8Linear: scale {scale!r} (expected tensor or row)")
+            self.scale = scale
+            self.in_features, self.out_features = linear.in_features, linear.out_features
+            w = linear.weight.detach().float()                        # [out, in]
+            amax = w.abs().amax() if scale == "tensor" else w.abs().amax(dim=1, keepdim=True)
+            s = (amax.clamp_min(1e-12) / FP8_MAX).float()
+            q = (w / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+            self.register_buffer("weight_t", q.t())                   # [in, out], strides (1, in)
+            self.register_buffer("scale_b", s.reshape(()) if scale == "tensor" else s.reshape(1, -1))
+            b = linear.bias
+            self.register_buffer("bias", None if b is None else b.detach().to(torch.bfloat16))
+
+        def forward(self, x):
+            lead = x.shape[:-1]
+            x2 = x.reshape(-1, self.in_features)
+            xf = x2.float()
+            amax = xf.abs().amax() if self.scale == "tensor" else xf.abs().amax(dim=1, keepdim=True)
+            scale_a = amax.clamp_min(1e-12) / FP8_MAX
+            xq = (xf / scale_a).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+            y = torch._scaled_mm(xq, self.weight_t, scale_a=scale_a, scale_b=self.scale_b,
+                                 out_dtype=torch.bfloat16)
+            if self.bias is not None:
+                y = y + self.bias
+            return y.reshape(*lead, self.out_features)
+
+    return FP8Linear
+
+
+def quantise_fp8(model, scale: str) -> int:
+    """Replaces every nn.Linear of the model's decoder layers (model.model.layers) by an
+    FP8Linear of the same weight; returns how many were replaced."""
+    import torch
+    cls = _fp8_linear_class()
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__}: no decoder layers (model.model.layers) to quantise")
+    n = 0
+    for layer in layers:
+        for name, mod in list(layer.named_modules()):
+            for child_name, child in list(mod.named_children()):
+                if isinstance(child, torch.nn.Linear):
+                    setattr(mod, child_name, cls(child, scale))
+                    n += 1
+    return n
+
 
 def build_model(model: str, layers: int, dtype, device: str, tiny: bool):
     import torch
@@ -292,7 +375,8 @@ def worker(a) -> dict:
     if device == "cuda":
         res["gpu"] = torch.cuda.get_device_name()
     config.force_disable_caches = True
-    dtype = getattr(torch, a.dtype)
+    fp8 = FP8_DTYPES.get(a.dtype)   # None, or the scale kind of the FP8 variant
+    dtype = torch.bfloat16 if fp8 else getattr(torch, a.dtype)
     diode = None
     if a.mode in ("diode", "diode_ma"):
         t0 = time.perf_counter()
@@ -304,6 +388,8 @@ def worker(a) -> dict:
     gpu = GpuLock(a.gpu_lock)
     with gpu.shared():
         model, cfg = build_model(a.model, a.layers, dtype, device, a.tiny)
+        if fp8:
+            res["fp8"] = {"scale": fp8, "linears": quantise_fp8(model, fp8)}
     for entry in entries(a.model, a.tiny):
         if a.only and entry["label"] not in a.only:
             continue
@@ -362,8 +448,8 @@ def worker(a) -> dict:
         res["entries"].append(row)
     if diode is not None:
         st = diode.get_prediction_stats()
-        res["diode_stats"] = {k: st.get(k) for k in ("calls", "passthrough", "predicted", "fallbacks", "gemv")
-                              if k in st}
+        res["diode_stats"] = {k: st.get(k) for k in ("calls", "passthrough", "predicted", "fallbacks", "gemv",
+                                                     "family_models") if k in st}
     res["status"] = "ok"
     return res
 
@@ -414,7 +500,11 @@ def run(a) -> int:
     deadline = time.time() + a.budget_s
     modes = [m for m in a.modes if m in MODES]
     # eager is measured in its own subprocess too (no compile), so every process has one job
-    jobs = [(m, d, mode) for m in a.models for d in a.dtypes for mode in modes]
+    jobs = [(m, d, mode) for m in a.models for d in a.dtypes for mode in modes
+            if d not in FP8_DTYPES or fp8_supported(m)]
+    skipped = sorted({m for m in a.models for d in a.dtypes if d in FP8_DTYPES and not fp8_supported(m)})
+    if skipped:
+        print(f"no FP8 variant (not a Llama/Mistral/Qwen2 decoder): {', '.join(skipped)}", flush=True)
     # slow modes last: what does not fit the budget is the autotuning, reported as skipped
     jobs.sort(key=lambda j: (j[2] in ("default", "diode_ma"), a.models.index(j[0])))
     results = []
@@ -490,7 +580,7 @@ def report(a) -> int:
         fails += [f"{k}: {n}" for n in notes]
         f = (lambda x, fmt="{:.3f}": fmt.format(x) if x is not None else "-")
         paths = ", ".join(f"{n} {c}" for n, c in sorted((d or {}).get("gemm_paths", {}).items()))
-        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {f(e['eager']['gpu']['us'] if e['eager'] else None, '{:.0f}')} | "
+        lines.append(f"| {k[0]} | {DTYPE_LABELS.get(k[1], k[1])} | {k[2]} | {f(e['eager']['gpu']['us'] if e['eager'] else None, '{:.0f}')} | "
                      f"{f(p['gpu']['us'] if p else None, '{:.0f}')} | {f(row.get('diode_gpu'))} | "
                      f"{f(row.get('diode_compile'))} | {f(row.get('default_gpu'))} | {f(row.get('ma_gpu'))} | "
                      f"{f(row.get('ma_compile'))} | {paths or '-'} | {'; '.join(notes) or 'pass'} |")
@@ -571,7 +661,13 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run the zoo (the driver: one subprocess per model, dtype and mode)")
     r.add_argument("--out", required=True)
     r.add_argument("--models", type=csv, default=list(ZOO))
-    r.add_argument("--dtypes", type=csv, default=["bfloat16", "float16"])
+    r.add_argument("--dtypes", type=csv, default=["bfloat16", "float16"],
+                   help=f"bfloat16, float16, float32, or the FP8 variants {', '.join(FP8_DTYPES)}")
+    r.add_argument("--fp8", action="store_true",
+                   help="run the FP8 variant of the decoder models (instead of --dtypes): dtype fp8, or fp8_row "
+                        "with --fp8-scale row")
+    r.add_argument("--fp8-scale", choices=("tensor", "row"), default="tensor",
+                   help="--fp8's scales: tensor-wise, or row-wise weights with per-token activations")
     r.add_argument("--modes", type=csv, default=list(MODES))
     r.add_argument("--only", type=csv, default=None, help="entry labels to run (e.g. prefill_8x128,decode_b1)")
     r.add_argument("--autotune-only", type=csv, default=None,
@@ -600,6 +696,14 @@ def main(argv=None) -> int:
         unknown = [m for m in a.models if m not in ZOO]
         if unknown:
             ap.error(f"unknown models {unknown}; the zoo: {', '.join(ZOO)}")
+        if a.fp8:
+            a.dtypes = ["fp8" if a.fp8_scale == "tensor" else "fp8_row"]
+        bad = [d for d in a.dtypes if d not in TOLERANCE]
+        if bad:
+            ap.error(f"unknown dtypes {bad}; expected {', '.join(TOLERANCE)}")
+        if any(d in FP8_DTYPES for d in a.dtypes) and not any(fp8_supported(m) for m in a.models):
+            ap.error("no model with an FP8 variant among --models (Llama, Mistral, Qwen2 decoders: "
+                     f"{', '.join(m for m in ZOO if fp8_supported(m))})")
         return run(a)
     if a.cmd == "worker":
         res = worker(a)

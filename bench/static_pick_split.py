@@ -13,7 +13,7 @@ K). This splits the model's top-1 regret on the records by the kind of record it
                 the best static record of the same tile (BLOCK_M x BLOCK_N x BLOCK_K,
                 other stages or warps), which is what the data can say of such a pick
 
-Problems are grouped as `diode validate` groups them (bench/predict_aten_margin.problems_of:
+Problems are grouped as `diode validate` groups them (torch_diode.aten_margin.problems_of:
 the newest collector's records); the model ranks every ok record of a problem (ATen included)
 and its top-1 is the lowest predicted time, as `diode validate`'s overall top-1.
 
@@ -35,16 +35,12 @@ import math
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-sys.path.insert(0, HERE)
-
-from predict_aten_margin import problems_of, read_split_list  # noqa: E402
-from torch_diode.collect.respec import problem_key  # noqa: E402
-from stats import geomean  # noqa: E402
-from torch_diode.collect.engine import FLAG_STATIC  # noqa: E402
-from torch_diode.hook.ranking import Options, Ranker, config_key  # noqa: E402
-from torch_diode.model import load_model_dir  # noqa: E402
+from torch_diode.aten_margin import problems_of, read_split_list
+from torch_diode.collect.engine import FLAG_STATIC
+from torch_diode.collect.respec import problem_key
+from torch_diode.hook.ranking import Options, Ranker, config_key
+from torch_diode.model import load_model_dir
+from torch_diode.summary_stats import geomean
 
 
 def timed_as_compiled(r) -> bool:

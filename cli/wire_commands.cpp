@@ -107,14 +107,43 @@ void register_wire_commands(CLI::App& app) {
     problems.push_back(problem_from_json(cases.at("problem")));
     problems.push_back(record_from_json(cases.at("record")).problem);
     nlohmann::json out{{"spec", spec.to_json()}, {"cases", nlohmann::json::array()}};
-    for (const auto& p : problems)
+    for (const auto& p : problems) {
+      if (family_of(p.op) != spec.family) continue;  // other families have their own file below
       for (const auto& c : configs) {
         std::vector<float> raw;
         raw_features(spec, p, c, raw);
         out["cases"].push_back({{"problem", to_json(p)}, {"config", to_json(c)}, {"raw", raw}});
       }
+    }
     io::write_file_atomic(g_out + "/features.json", out.dump(1) + "\n");
     std::cout << "features.json " << out["cases"].size() << " cases\n";
+    // The scaled_mm family's golden vectors: each of those GEMM problems' sizes as an FP8
+    // _scaled_mm (tensor-wise and row-wise scales) with each config, with and without
+    // fast accumulation, raw under the default spec of family scaled_mm.
+    FeatureSpec fp8;
+    fp8.family = "scaled_mm";
+    nlohmann::json out8{{"spec", fp8.to_json()}, {"cases", nlohmann::json::array()}};
+    for (const auto& g : problems) {
+      if (family_of(g.op) != "gemm") continue;
+      for (const char* scale : {"tensor", "row"}) {
+        Problem p;
+        p.op = "scaled_mm";
+        p.batch = 1, p.m = g.m, p.n = g.n, p.k = g.k;
+        p.dtype_a = p.dtype_b = "float8_e4m3fn";
+        p.dtype_out = "bfloat16";
+        p.trans_a = false, p.trans_b = true;
+        p.scale = scale;
+        for (KernelConfig c : configs)
+          for (bool fast : {false, true}) {
+            c.use_fast_accum = fast;
+            std::vector<float> raw;
+            raw_features(fp8, p, c, raw);
+            out8["cases"].push_back({{"problem", to_json(p)}, {"config", to_json(c)}, {"raw", raw}});
+          }
+      }
+    }
+    io::write_file_atomic(g_out + "/features_scaled_mm.json", out8.dump(1) + "\n");
+    std::cout << "features_scaled_mm.json " << out8["cases"].size() << " cases\n";
   });
 
   auto* hw = app.add_subcommand("hardware", "Hardware identities");
@@ -129,9 +158,11 @@ void register_wire_commands(CLI::App& app) {
   feat->add_option("--problem", f_problem, "Problem JSON file")->required();
   feat->add_option("--config", f_config, "KernelConfig JSON file")->required();
   feat->callback([] {
-    FeatureSpec spec;
+    const Problem p = problem_from_json(read_json(f_problem));
+    FeatureSpec spec;  // the default spec of the problem's decision family
+    if (family_of(p.op) == "scaled_mm") spec.family = "scaled_mm";
     auto names = spec.names();
-    auto v = features(spec, problem_from_json(read_json(f_problem)), config_from_json(read_json(f_config)));
+    auto v = features(spec, p, config_from_json(read_json(f_config)));
     for (size_t i = 0; i < v.size(); ++i) std::cout << names[i] << "\t" << v[i] << "\n";
   });
 }

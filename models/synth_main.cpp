@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   std::string out;
   app.add_option("--out", out, "dataset file to write (.msgpack or .msgpack.gz)")->required();
   app.add_option("--seed", o.seed, "generator seed");
+  app.add_option("--family", o.family, "decision family of the problems: gemm (default) or scaled_mm (FP8 _scaled_mm)")
+      ->check(CLI::IsMember({"gemm", "scaled_mm"}));
   app.add_option("--problems", o.problems, "number of problems")->check(CLI::Range(1, 100000));
   app.add_option("--shards", o.shards, "number of shards")->check(CLI::Range(1, 10000));
   app.add_option("--config-stride", o.config_stride, "keep every n-th EXHAUSTIVE config (1 = all)")

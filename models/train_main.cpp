@@ -49,6 +49,10 @@ int run(int argc, char** argv, const Comm& comm) {
   app.add_option("--hardware", hardware, "hardware key the model is for; the data must match")->required();
   app.add_option("--data", data, "dataset: exported dataset file, shard file or directory of shards")->required();
   app.add_option("--out", out, "model directory to write")->required();
+  app.add_option("--family", o.family,
+                 "decision family to learn: gemm (mm, addmm, bmm, baddbmm; default) or scaled_mm (FP8 "
+                 "torch._scaled_mm); only records of its ops are used")
+      ->check(CLI::IsMember({"gemm", "scaled_mm"}));
   app.add_option("--seed", o.seed, "seed (a run is deterministic for a given seed and rank count)");
   app.add_option("--epochs", o.epochs, "training epochs")->check(CLI::Range(1, 100000));
   app.add_option("--hidden", o.hidden, "hidden width")->check(CLI::Range(1, 8192));
@@ -112,8 +116,10 @@ int run(int argc, char** argv, const Comm& comm) {
   if (!is_valid_hardware_key(hardware)) throw std::invalid_argument("--hardware: '" + hardware + "' is not a hardware key");
 
   const Dataset d = load_training_dataset(data);
+  require_family(d, o.family, data);
   nlohmann::json provenance = dataset_provenance(d, include_community);  // model.json provenance
   GroupOptions go;
+  go.family = o.family;
   go.hardware_key = hardware;
   go.include_community = include_community;
   go.include_replayed = include_replayed;
@@ -149,7 +155,10 @@ int run(int argc, char** argv, const Comm& comm) {
                              "problem with an ok Triton timing; collect more problems");
   if (comm.rank() == 0 && !quiet) {
     // Own problems and records first, then the --extra-data ones, each counted the same way.
-    std::cout << "diode-train: " << own_problems << " problems, " << d.record_count() << " records, hardware "
+    std::cout << "diode-train: ";
+    if (o.family != "gemm")
+      std::cout << "family " << o.family << " (" << family_record_count(d, o.family) << " of the records), ";
+    std::cout << own_problems << " problems, " << d.record_count() << " records, hardware "
               << hardware << ", " << comm.size() << " ranks, loss " << to_string(o.loss);
     if (!extra_meta.empty()) {
       size_t extra_records = 0;

@@ -5,14 +5,15 @@
 namespace diode::agent {
 
 ReqClient::ReqClient(zmq::context_t& ctx, std::string endpoint, net::CurveKeyPair keys, std::string server_key,
-                     std::string proto, int64_t max_message, bool delimiter)
+                     std::string proto, int64_t max_message, bool delimiter, const Clock* clock)
     : ctx_(ctx),
       endpoint_(std::move(endpoint)),
       keys_(std::move(keys)),
       server_key_(std::move(server_key)),
       proto_(std::move(proto)),
       max_message_(max_message),
-      delimiter_(delimiter) {
+      delimiter_(delimiter),
+      clock_(clock != nullptr ? *clock : SystemClock::instance()) {
   std::random_device rd;
   rid_prefix_ = std::to_string(rd()) + "-";
   connect();
@@ -33,16 +34,16 @@ std::optional<fleet::Frames> ReqClient::request(const std::string& cmd, const fl
   if (delimiter_) req.insert(req.begin(), "");
   req.insert(req.end(), args.begin(), args.end());
   fleet::send_frames(*sock_, req);
-  int64_t deadline = fleet::now_ms() + timeout_ms;
-  int64_t next_idle = fleet::now_ms() + idle_every_ms;
+  int64_t deadline = clock_.steady_ms() + timeout_ms;
+  int64_t next_idle = clock_.steady_ms() + idle_every_ms;
   for (;;) {
-    int64_t now = fleet::now_ms();
+    int64_t now = clock_.steady_ms();
     if (now >= deadline) break;
     if (idle && now >= next_idle) {
       idle();
-      next_idle = fleet::now_ms() + idle_every_ms;
+      next_idle = clock_.steady_ms() + idle_every_ms;
     }
-    int64_t wait = std::min(deadline, idle ? next_idle : deadline) - fleet::now_ms();
+    int64_t wait = std::min(deadline, idle ? next_idle : deadline) - clock_.steady_ms();
     if (!fleet::poll_readable(*sock_, std::max<int64_t>(1, wait))) continue;
     auto f = fleet::recv_frames(*sock_, true, 16);
     if (!f) continue;

@@ -9,6 +9,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "diode/clock.h"
 #include "diode/zmq_security.h"
 #include "protocol.h"
 
@@ -17,11 +18,13 @@ namespace diode::agent {
 class ReqClient {
  public:
   // delimiter: start each request with an empty frame (DIODE-COORD/1 does,
-  // REQ-style; DIODE-INGEST/1 does not).
+  // REQ-style; DIODE-INGEST/1 does not). clock: where the timeouts are
+  // measured (its steady_ms(); nullptr: diode::SystemClock), must outlive this.
   ReqClient(zmq::context_t& ctx, std::string endpoint, net::CurveKeyPair keys, std::string server_key,
-            std::string proto, int64_t max_message, bool delimiter);
+            std::string proto, int64_t max_message, bool delimiter, const Clock* clock = nullptr);
   // Sends [proto, cmd, rid, args...]; returns the reply frames after the
-  // protocol frame ([cmd, rid, ...]) or nullopt after timeout_ms. While waiting,
+  // protocol frame ([cmd, rid, ...]) or nullopt once timeout_ms have passed on
+  // the monotonic clock (a stepped wall clock changes nothing). While waiting,
   // `idle` (if set) is called about every idle_every_ms.
   std::optional<fleet::Frames> request(const std::string& cmd, const fleet::Frames& args, int timeout_ms,
                                        const std::function<void()>& idle = {}, int idle_every_ms = 1000);
@@ -37,6 +40,7 @@ class ReqClient {
   std::string proto_;
   int64_t max_message_;
   bool delimiter_;
+  const Clock& clock_;
   std::unique_ptr<zmq::socket_t> sock_;
   uint64_t seq_ = 0;
   std::string rid_prefix_;

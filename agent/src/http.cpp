@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "protocol.h"
+#include "diode/clock.h"
 
 namespace diode::agent {
 
@@ -22,7 +22,7 @@ AgentHttp::AgentHttp(std::vector<std::shared_ptr<WorkerHealth>> workers, int64_t
       stall_ms_(stall_ms),
       server_(
           [this]() -> diode::http::HealthServer::Health {
-            HealthVerdict v = evaluate_health(workers_, fleet::now_ms(), stall_ms_);
+            HealthVerdict v = evaluate_health(workers_, SystemClock::instance().steady_ms(), stall_ms_);
             return {v.ok ? 200 : 503, std::move(v.body)};
           },
           [] { return metrics().render(); }, agent_http_options()) {}

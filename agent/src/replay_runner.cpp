@@ -14,6 +14,7 @@
 #include "diode/json.h"
 #include "diode/timing_plausibility.h"
 #include "diode/wire.h"
+#include "diode/clock.h"
 #include "runner.h"
 
 namespace diode::agent {
@@ -51,9 +52,7 @@ class ReplayRunner final : public Runner {
     out.hardware = hw;
     out.producer = producer;
     out.producer.runner = "replay";
-    out.created_ms = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    out.created_ms = wall_now_ms();  // a timestamp written into the data: the wall clock
     for (const auto& pj : spec.at("problems")) {
       if (cancel) return {false, {}, "cancelled"};
       Problem want = problem_from_json_lenient(pj);

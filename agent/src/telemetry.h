@@ -37,8 +37,8 @@ AgentMetrics& metrics();
 // read by the HTTP thread).
 struct WorkerHealth {
   std::string name;
-  std::atomic<int64_t> loop_ms{0};            // last time the worker's loop ran (fleet::now_ms)
-  std::atomic<int64_t> coordinator_ms{0};     // last reply from the coordinator; 0: never
+  std::atomic<int64_t> loop_ms{0};            // last time the worker's loop ran (Clock::steady_ms)
+  std::atomic<int64_t> coordinator_ms{0};     // last coordinator reply (Clock::steady_ms); 0: never
   std::atomic<int64_t> window_ms{0};          // the coordinator must have answered within this
   std::atomic<bool> dead{false};              // the worker thread ended with an error
   std::atomic<bool> stopped{false};           // the worker returned (shutdown)

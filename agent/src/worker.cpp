@@ -13,19 +13,21 @@ namespace diode::agent {
 
 Worker::Worker(zmq::context_t& ctx, WorkerConfig cfg, Runner& runner, const std::atomic<bool>& stop)
     : cfg_(std::move(cfg)),
+      clock_(cfg_.clock != nullptr ? *cfg_.clock : SystemClock::instance()),
       runner_(runner),
       stop_(stop),
-      coord_(ctx, cfg_.coordinator, cfg_.keys, cfg_.coordinator_key, fleet::kCoordProto, fleet::kMaxCoordMessage, true),
-      hub_(ctx, cfg_.hub, cfg_.keys, cfg_.hub_key, fleet::kIngestProto, 1 << 16, false),
+      coord_(ctx, cfg_.coordinator, cfg_.keys, cfg_.coordinator_key, fleet::kCoordProto, fleet::kMaxCoordMessage, true,
+             &clock_),
+      hub_(ctx, cfg_.hub, cfg_.keys, cfg_.hub_key, fleet::kIngestProto, 1 << 16, false, &clock_),
       spool_(cfg_.spool_dir),
       producer_{cfg_.name, cfg_.keys.public_z85, cfg_.runner_name, std::string("diode ") + DIODE_VERSION} {}
 
 void Worker::tick() {
-  if (cfg_.health) cfg_.health->loop_ms = fleet::now_ms();
+  if (cfg_.health) cfg_.health->loop_ms = steady_now();
 }
 
 void Worker::coordinator_answered() {
-  if (cfg_.health) cfg_.health->coordinator_ms = fleet::now_ms();
+  if (cfg_.health) cfg_.health->coordinator_ms = steady_now();
 }
 
 void Worker::expect_contact_within(int64_t quiet_ms) {
@@ -53,12 +55,12 @@ int Worker::next_backoff(int& current) {
 }
 
 void Worker::pause(int64_t ms, const std::string& lease) {
-  int64_t until = fleet::now_ms() + ms;
+  int64_t until = steady_now() + ms;
   expect_contact_within(lease.empty() ? ms : 0);
-  while (!stop_ && fleet::now_ms() < until) {
+  while (!stop_ && steady_now() < until) {
     tick();
-    if (!lease.empty() && fleet::now_ms() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(20, std::max<int64_t>(1, until - fleet::now_ms()))));
+    if (!lease.empty() && steady_now() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(20, std::max<int64_t>(1, until - steady_now()))));
   }
 }
 
@@ -82,7 +84,7 @@ bool Worker::register_self() {
 }
 
 Worker::Beat Worker::heartbeat(const std::string& lease_id) {
-  last_beat_ = fleet::now_ms();
+  last_beat_ = steady_now();
   auto r = coord_request("HEARTBEAT", {cfg_.name, lease_id}, cfg_.request_timeout_ms);
   if (!r) return Beat::no_reply;
   if ((*r)[0] == "LEASE-LOST") return Beat::lost;
@@ -108,7 +110,7 @@ void Worker::run() {
     if (f[0] == "LEASE" && f.size() == 7) {
       work_on(f);
     } else if (f[0] == "NOWORK" && f.size() == 4) {
-      last_beat_ = fleet::now_ms();
+      last_beat_ = steady_now();
       pause(std::clamp<int64_t>(std::atoll(f[2].c_str()), 10, 60'000));
     } else if (f[0] == "ERR" && f.size() >= 4 && f[2] == "unknown_worker") {
       register_self();
@@ -150,11 +152,11 @@ void Worker::work_on(const fleet::Frames& f) {
     }
   });
   bool lost = false;
-  last_beat_ = fleet::now_ms();
+  last_beat_ = steady_now();
   while (fut.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
     tick();
     if (stop_ || lost) cancel = true;
-    if (!cancel && fleet::now_ms() - last_beat_ >= heartbeat_ms_ && heartbeat(lease) == Beat::lost) {
+    if (!cancel && steady_now() - last_beat_ >= heartbeat_ms_ && heartbeat(lease) == Beat::lost) {
       spdlog::warn("{}: lease on {} lost (expired and re-leased); abandoning it", cfg_.name, shard_id);
       lost = true;
     }
@@ -194,7 +196,7 @@ bool Worker::deliver(const SpoolEntry& e, const std::string& lease) {
   int backoff = cfg_.backoff_initial_ms;
   auto beat = [&] {
     tick();
-    if (!lease.empty() && fleet::now_ms() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
+    if (!lease.empty() && steady_now() - last_beat_ >= heartbeat_ms_) heartbeat(lease);
   };
   for (int attempt = 1;; ++attempt) {
     PushResult r = push_shard(hub_, bytes, cfg_.push_timeout_ms, beat, 50);

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "clients.h"
+#include "diode/clock.h"
 #include "diode/types.h"
 #include "diode/zmq_security.h"
 #include "runner.h"
@@ -28,8 +29,13 @@ struct WorkerConfig {
   int request_timeout_ms = 3000;  // coordinator replies
   int push_timeout_ms = 15000;    // hub ACK of one shard
   int backoff_initial_ms = 250, backoff_max_ms = 30000;
-  // Where the worker reports its liveness for /healthz (optional).
+  // Where the worker reports its liveness for /healthz (optional); its times
+  // are clock->steady_ms() values.
   std::shared_ptr<WorkerHealth> health;
+  // Every timer of the worker (heartbeats, backoff pauses, request and push
+  // timeouts) runs on clock->steady_ms(). nullptr: diode::SystemClock; tests
+  // pass a diode::ManualClock. Must outlive the worker.
+  const Clock* clock = nullptr;
 };
 
 class Worker {
@@ -61,7 +67,10 @@ class Worker {
   void expect_contact_within(int64_t quiet_ms);
   std::optional<fleet::Frames> coord_request(const std::string& cmd, const fleet::Frames& args, int timeout_ms);
 
+  int64_t steady_now() const { return clock_.steady_ms(); }
+
   WorkerConfig cfg_;
+  const Clock& clock_;
   Runner& runner_;
   const std::atomic<bool>& stop_;
   ReqClient coord_, hub_;

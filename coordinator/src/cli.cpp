@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "../../cli/commands.h"
+#include "diode/clock.h"
 #include "diode/error.h"
 #include "diode/sha256.h"
 #include "diode/zmq_security.h"
@@ -114,7 +115,8 @@ void register_coordinator_commands(CLI::App& app) {
       try {
         fleet::Manifest m = fleet::load_manifest(f);
         std::cout << "ok " << f << ": " << m.name << ", " << m.problems << " problems in " << m.shard_count()
-                  << " shards of " << m.problems_per_shard << (m.scheduled ? "" : ", unscheduled") << "\n"
+                  << " shards of " << m.problems_per_shard << (m.scheduled ? "" : ", unscheduled")
+                  << (m.family == "gemm" ? "" : ", family " + m.family) << "\n"
                   << "   " << hardware_key_line(m) << "\n";
       } catch (const fleet::ManifestError& e) {
         errors.insert(errors.end(), e.errors().begin(), e.errors().end());
@@ -168,7 +170,7 @@ void register_coordinator_commands(CLI::App& app) {
       // Never create a database here: a typo would show an empty fleet.
       if (!std::filesystem::is_regular_file(db)) throw std::runtime_error(db + ": no such coordinator database");
       fleet::Store store(db, false);
-      st = store.status(fleet::now_ms(), 3 * 5000);
+      st = store.status(static_cast<int64_t>(wall_now_ms()), 3 * 5000);
     } else {
       if (status_remote.endpoint.empty() || status_remote.keys.empty() || status_remote.server_key.empty())
         throw std::runtime_error("give --db FILE, or --coordinator ENDPOINT with --keys and --server-key");

@@ -35,8 +35,14 @@ uint64_t draw_dim(std::mt19937_64& rng, const LogNormal& ln, const ShapeSpec& s)
 
 bool batched(const std::string& op) { return op == "bmm" || op == "baddbmm"; }
 
-Problem make_problem(const std::string& op, const std::string& dtype, uint64_t batch, uint64_t m, uint64_t n,
-                     uint64_t k) {
+// A scaled_mm dimension: the distribution's, rounded up to a multiple of 16 (so at least 16).
+uint64_t round_up_fp8(uint64_t d) {
+  const uint64_t r = kScaledMmDimMultiple;
+  return d <= r ? r : (d + r - 1) / r * r;
+}
+
+Problem make_problem(const Manifest& mf, const std::string& op, const std::string& dtype, uint64_t batch,
+                     uint64_t m, uint64_t n, uint64_t k, const std::string& scale) {
   Problem p;
   p.op = op;
   p.batch = batched(op) ? batch : 1;
@@ -45,7 +51,21 @@ Problem make_problem(const std::string& op, const std::string& dtype, uint64_t b
   p.k = k;
   p.dtype_a = p.dtype_b = p.dtype_out = dtype;
   p.bias = (op == "addmm" || op == "baddbmm") ? "row" : "none";
+  if (op == "scaled_mm") {
+    // torch._scaled_mm(a, b, scale_a, scale_b, out_dtype): b column-major, as cuBLASLt requires.
+    p.m = round_up_fp8(m);
+    p.n = round_up_fp8(n);
+    p.k = round_up_fp8(k);
+    p.dtype_out = mf.out_dtype;
+    p.trans_b = true;
+    p.scale = scale;
+  }
   return p;
+}
+
+// The scale kinds each shape is measured with: the manifest's for scaled_mm, "none" for GEMMs.
+std::vector<std::string> scales_of(const Manifest& m) {
+  return m.family == "scaled_mm" ? m.scales : std::vector<std::string>{"none"};
 }
 
 }  // namespace
@@ -57,6 +77,7 @@ std::vector<Problem> expand_problems(const Manifest& m) {
     if (out.size() < m.problems && seen.insert(p).second) out.push_back(std::move(p));
   };
   const ShapeSpec& s = m.shapes;
+  const std::vector<std::string> scales = scales_of(m);
   if (s.kind == ShapeSpec::Kind::lognormal) {
     std::mt19937_64 rng(m.seed);
     // Real shape distributions repeat shapes; a duplicate is redrawn, with a
@@ -69,7 +90,7 @@ std::vector<Problem> expand_problems(const Manifest& m) {
       uint64_t dm = draw_dim(rng, s.m, s);
       uint64_t dn = draw_dim(rng, s.n, s);
       uint64_t dk = draw_dim(rng, s.k, s);
-      add(make_problem(op, dtype, batch, dm, dn, dk));
+      for (const auto& scale : scales) add(make_problem(m, op, dtype, batch, dm, dn, dk, scale));
     }
     return out;
   }
@@ -84,15 +105,16 @@ std::vector<Problem> expand_problems(const Manifest& m) {
       for (uint64_t gn : s.grid_n)
         for (uint64_t gk : s.grid_k) shapes.push_back({gm, gn, gk});
   }
-  // Explicit sets and grids are enumerated in order: shape, op, dtype, batch.
+  // Explicit sets and grids are enumerated in order: shape, op, dtype, batch (bmm,
+  // baddbmm) or scale (scaled_mm).
   for (const auto& sh : shapes)
     for (const auto& op : m.ops)
       for (const auto& dtype : m.dtypes) {
-        if (!batched(op)) {
-          add(make_problem(op, dtype, 1, sh[0], sh[1], sh[2]));
+        if (batched(op)) {
+          for (uint64_t b : s.batches) add(make_problem(m, op, dtype, b, sh[0], sh[1], sh[2], "none"));
           continue;
         }
-        for (uint64_t b : s.batches) add(make_problem(op, dtype, b, sh[0], sh[1], sh[2]));
+        for (const auto& scale : scales) add(make_problem(m, op, dtype, 1, sh[0], sh[1], sh[2], scale));
       }
   return out;
 }

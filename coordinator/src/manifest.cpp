@@ -425,26 +425,46 @@ void parse_lognormal(Checker& c, const YAML::Node& n, const std::string& path, L
   if (n["std"]) ln.std = c.real(n["std"], path + ".std", 0.0, 10.0);
 }
 
+// What a `distribution: problems` entry takes from the sweep around it.
+struct EntryContext {
+  std::string out_dtype = "bfloat16";  // sweep.out_dtype: the dtype_out of scaled_mm entries
+};
+
 // One entry of `distribution: problems`: {op, dtype, m, n, k, batch?, trans_a?, trans_b?,
-// bias?}. The op and dtype must be among sweep.ops/dtypes (checked in parse_sweep); the
-// problem itself is checked by the wire format's own rules (wire::validate).
-Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& path) {
+// bias?, scale?}. The op, dtype and scale must be among sweep.ops/dtypes/scales (checked in
+// parse_sweep); the problem itself is checked by the wire format's own rules
+// (wire::validate). A scaled_mm entry has dtype_a = dtype_b = dtype and dtype_out =
+// sweep.out_dtype, trans_b true and scale tensor unless it says otherwise, and M, N, K
+// multiples of 16 (kScaledMmDimMultiple).
+Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& path, const EntryContext& ctx) {
   Problem p;
-  if (!c.mapping(n, path, {"op", "dtype", "batch", "m", "n", "k", "trans_a", "trans_b", "bias"},
+  if (!c.mapping(n, path, {"op", "dtype", "batch", "m", "n", "k", "trans_a", "trans_b", "bias", "scale"},
                  {"op", "dtype", "m", "n", "k"}))
     return p;
   for (const char* key : {"op", "dtype", "m", "n", "k"})
     if (!n[key]) return p;  // reported by mapping() above
   constexpr uint64_t kMaxDim = 1ull << 31;
   p.op = c.str(n["op"], path + ".op", 16);
+  const bool scaled = family_of(p.op) == "scaled_mm";
   p.dtype_a = p.dtype_b = p.dtype_out = c.str(n["dtype"], path + ".dtype", 16);
+  if (scaled) p.dtype_out = ctx.out_dtype;
   p.batch = n["batch"] ? c.uint(n["batch"], path + ".batch", 1, 1 << 20) : 1;
+  const size_t errors_before = c.errors().size();
   p.m = c.uint(n["m"], path + ".m", 1, kMaxDim);
   p.n = c.uint(n["n"], path + ".n", 1, kMaxDim);
   p.k = c.uint(n["k"], path + ".k", 1, kMaxDim);
+  if (scaled && c.errors().size() == errors_before) {
+    p.trans_b = true;
+    for (auto [key, v] : {std::pair{"m", p.m}, {"n", p.n}, {"k", p.k}})
+      if (v % kScaledMmDimMultiple != 0)
+        c.error(n[key], path + "." + key,
+                std::to_string(v) + " is not a multiple of " + std::to_string(kScaledMmDimMultiple) +
+                    " (FP8 GEMMs in cuBLASLt need multiples of 16)");
+  }
   if (n["trans_a"]) p.trans_a = c.boolean(n["trans_a"], path + ".trans_a");
   if (n["trans_b"]) p.trans_b = c.boolean(n["trans_b"], path + ".trans_b");
   p.bias = n["bias"] ? c.str(n["bias"], path + ".bias", 16) : (p.op == "addmm" || p.op == "baddbmm" ? "row" : "none");
+  p.scale = n["scale"] ? c.str(n["scale"], path + ".scale", 16) : (scaled ? "tensor" : "none");
   try {
     wire::validate(p, path);
   } catch (const std::exception& e) {
@@ -453,7 +473,7 @@ Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& 
   return p;
 }
 
-void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
+void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s, const EntryContext& ctx) {
   const std::string path = "sweep.shapes";
   if (!c.mapping(n, path, {"distribution", "m", "n", "k", "round_to", "min", "max", "shapes", "batch", "list"},
                  {"distribution"}))
@@ -511,7 +531,7 @@ void parse_shapes(Checker& c, const YAML::Node& n, ShapeSpec& s) {
       c.error(n, path + ".list", "missing required field (a list of problems)");
     } else if (c.sequence(list, path + ".list", 1, 65536)) {
       for (size_t i = 0; i < list.size(); ++i)
-        s.problems.push_back(parse_problem_entry(c, list[i], path + ".list[" + std::to_string(i) + "]"));
+        s.problems.push_back(parse_problem_entry(c, list[i], path + ".list[" + std::to_string(i) + "]", ctx));
     }
   } else {
     c.error(n["distribution"], path + ".distribution",
@@ -538,15 +558,93 @@ void parse_timing(Checker& c, const YAML::Node& n, TimingSettings& t) {
   if (n["static_top"]) t.static_top = c.sint(n["static_top"], p + ".static_top", 0, 100);
 }
 
+// The ops of `family` among `ops`, comma-separated (for error messages).
+std::string ops_of_family(const std::vector<std::string>& ops, std::string_view family) {
+  std::string out;
+  for (const auto& op : ops)
+    if (family_of(op) == family) out += (out.empty() ? "" : ", ") + op;
+  return out;
+}
+
+// sweep.ops, sweep.dtypes, sweep.scales and sweep.out_dtype: one decision family per
+// manifest, with the operand dtypes and keys of that family.
+void parse_family(Checker& c, const YAML::Node& n, Manifest& m) {
+  const std::string p = "sweep";
+  const size_t errors_before = c.errors().size();
+  if (n["ops"]) m.ops = c.enum_list(n["ops"], p + ".ops", {"mm", "addmm", "bmm", "baddbmm", "scaled_mm"});
+  if (n["dtypes"])
+    m.dtypes = c.enum_list(n["dtypes"], p + ".dtypes", {"float16", "bfloat16", "float32", "float8_e4m3fn"});
+  std::set<std::string> families;
+  for (const auto& op : m.ops) families.insert(std::string(family_of(op)));
+  if (families.size() > 1) {
+    c.error(n["ops"], p + ".ops",
+            "mixes the decision families gemm (" + ops_of_family(m.ops, "gemm") + ") and scaled_mm (" +
+                ops_of_family(m.ops, "scaled_mm") + "): a manifest requests one family; split it into two manifests");
+  } else if (families.size() == 1) {
+    m.family = *families.begin();
+    const bool scaled = m.family == "scaled_mm";
+    const YAML::Node& d = n["dtypes"];
+    for (size_t i = 0; d && d.IsSequence() && i < d.size(); ++i) {
+      if (!d[i].IsScalar()) continue;  // reported by enum_list
+      const std::string& v = d[i].Scalar();
+      const std::string at = p + ".dtypes[" + std::to_string(i) + "]";
+      // Values outside the dtype enum are reported by enum_list.
+      if (scaled && (v == "float16" || v == "bfloat16" || v == "float32"))
+        c.error(d[i], at, "'" + v + "' is not an operand dtype of scaled_mm (float8_e4m3fn; the output dtype is sweep.out_dtype)");
+      if (!scaled && v == "float8_e4m3fn")
+        c.error(d[i], at, "'float8_e4m3fn' is an operand dtype of op scaled_mm only (" + ops_of_family(m.ops, "gemm") +
+                              " take float16, bfloat16, float32)");
+    }
+  }
+  const bool has_scaled = std::find(m.ops.begin(), m.ops.end(), "scaled_mm") != m.ops.end();
+  if (const auto& sc = n["scales"]) {
+    if (!has_scaled) c.error(sc, p + ".scales", "only for op scaled_mm (sweep.ops has no scaled_mm)");
+    else m.scales = c.enum_list(sc, p + ".scales", {"tensor", "row"});
+  } else if (has_scaled) {
+    m.scales = {"tensor"};
+  }
+  if (const auto& od = n["out_dtype"]) {
+    if (!has_scaled) {
+      c.error(od, p + ".out_dtype", "only for op scaled_mm (sweep.ops has no scaled_mm)");
+    } else {
+      // The one output dtype the collector measures scaled_mm with
+      // (python/torch_diode/collect/spec.py, SCALED_MM_FORM): a shard of another would fail.
+      m.out_dtype = c.str(od, p + ".out_dtype", 16);
+      if (m.out_dtype != "bfloat16")
+        c.error(od, p + ".out_dtype",
+                "'" + m.out_dtype + "' is not collected: scaled_mm is measured with out_dtype bfloat16 only");
+    }
+  }
+  // The problems this family expands to must pass the wire format's rules (the agent
+  // and the hub refuse anything else): checked once here, per scale, on a 16x16x16 problem.
+  if (m.family == "scaled_mm" && c.errors().size() == errors_before) {
+    for (const auto& scale : m.scales) {
+      Problem pr;
+      pr.op = "scaled_mm";
+      pr.m = pr.n = pr.k = kScaledMmDimMultiple;
+      pr.dtype_a = pr.dtype_b = "float8_e4m3fn";
+      pr.dtype_out = m.out_dtype;
+      pr.trans_b = true;
+      pr.scale = scale;
+      try {
+        wire::validate(pr, "problem");
+      } catch (const std::exception& e) {
+        c.error(n["out_dtype"] ? n["out_dtype"] : n["scales"] ? n["scales"] : n["ops"], p,
+                std::string("the sweep's problems break the wire format's rules: ") + e.what());
+        break;
+      }
+    }
+  }
+}
+
 void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
   const std::string p = "sweep";
   if (!c.mapping(n, p,
-                 {"ops", "dtypes", "shapes", "problems", "seed", "search_space", "timing", "tf32",
-                  "smem_prefilter", "problems_per_shard"},
+                 {"ops", "dtypes", "scales", "out_dtype", "shapes", "problems", "seed", "search_space", "timing",
+                  "tf32", "smem_prefilter", "problems_per_shard"},
                  {"ops", "dtypes", "shapes", "problems", "seed", "problems_per_shard"}))
     return;
-  if (n["ops"]) m.ops = c.enum_list(n["ops"], p + ".ops", {"mm", "addmm", "bmm", "baddbmm"});
-  if (n["dtypes"]) m.dtypes = c.enum_list(n["dtypes"], p + ".dtypes", {"float16", "bfloat16", "float32"});
+  parse_family(c, n, m);
   if (n["problems"]) m.problems = c.uint(n["problems"], p + ".problems", 1, 10'000'000);
   if (n["seed"]) m.seed = c.uint(n["seed"], p + ".seed", 0, UINT64_MAX);
   if (n["problems_per_shard"]) m.problems_per_shard = c.uint(n["problems_per_shard"], p + ".problems_per_shard", 1, 65536);
@@ -565,15 +663,18 @@ void parse_sweep(Checker& c, const YAML::Node& n, Manifest& m) {
     if (m.tf32.size() == 2 && m.tf32[0] == m.tf32[1]) c.error(t, p + ".tf32", "duplicate value");
   }
   if (n["smem_prefilter"]) m.smem_prefilter = c.boolean(n["smem_prefilter"], p + ".smem_prefilter");
-  if (n["shapes"]) parse_shapes(c, n["shapes"], m.shapes);
+  if (n["shapes"]) parse_shapes(c, n["shapes"], m.shapes, EntryContext{m.out_dtype});
   if (m.shapes.kind == ShapeSpec::Kind::problem_list) {
-    const std::set<std::string> ops(m.ops.begin(), m.ops.end()), dtypes(m.dtypes.begin(), m.dtypes.end());
+    const std::set<std::string> ops(m.ops.begin(), m.ops.end()), dtypes(m.dtypes.begin(), m.dtypes.end()),
+        scales(m.scales.begin(), m.scales.end());
     for (size_t i = 0; i < m.shapes.problems.size(); ++i) {
       const Problem& pr = m.shapes.problems[i];
       std::string at = p + ".shapes.list[" + std::to_string(i) + "]";
       if (!ops.count(pr.op)) c.error(n["shapes"]["list"][i], at + ".op", "'" + pr.op + "' is not in sweep.ops");
       if (!dtypes.count(pr.dtype_a))
         c.error(n["shapes"]["list"][i], at + ".dtype", "'" + pr.dtype_a + "' is not in sweep.dtypes");
+      if (family_of(pr.op) == "scaled_mm" && ops.count(pr.op) && !scales.count(pr.scale))
+        c.error(n["shapes"]["list"][i], at + ".scale", "'" + pr.scale + "' is not in sweep.scales");
     }
     if (m.problems > m.shapes.problems.size())
       c.error(n["problems"], p + ".problems",
@@ -793,6 +894,11 @@ nlohmann::json manifest_fields(const Manifest& m) {
                       {"sweep.shapes.batch", s.batches}};
   // Only for `distribution: problems`: other manifests keep the fields stored before it existed.
   if (!listed.empty()) f["sweep.shapes.list"] = std::move(listed);
+  // Only for the scaled_mm family: GEMM manifests keep the fields stored before it existed.
+  if (m.family == "scaled_mm") {
+    f["sweep.scales"] = m.scales;
+    f["sweep.out_dtype"] = m.out_dtype;
+  }
   return f;
 }
 

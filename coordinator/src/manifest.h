@@ -44,7 +44,7 @@ struct ShapeSpec {
   uint64_t min_dim = 8, max_dim = 65536;
   std::vector<std::array<uint64_t, 3>> shapes;  // explicit (m, n, k)
   std::vector<uint64_t> grid_m, grid_n, grid_k;
-  std::vector<Problem> problems;  // problem_list, in order
+  std::vector<Problem> problems;  // problem_list, in order (scaled_mm entries carry their scale)
   std::vector<uint64_t> batches{1, 4, 16, 64};  // drawn uniformly for bmm/baddbmm
 };
 
@@ -74,6 +74,10 @@ struct TimingSettings {
 inline constexpr uint64_t kMaxManifestShards = 20'000;
 inline constexpr uint64_t kMaxManifestProblems = 100'000;
 
+// scaled_mm sweeps: FP8 GEMMs in cuBLASLt need K and N to be multiples of 16, so every
+// M, N, K a scaled_mm manifest yields is one (manifests/README.md#expansion).
+inline constexpr uint64_t kScaledMmDimMultiple = 16;
+
 struct Manifest {
   std::string path;         // where it was loaded from
   std::string name;         // manifest id: [a-z0-9][a-z0-9.-]{0,63}
@@ -84,6 +88,13 @@ struct Manifest {
   int64_t max_attempts = 3;  // leases per shard before it is marked failed
   HardwareMatch hardware;
   std::vector<std::string> ops, dtypes;
+  // The decision family of every op (diode::family_of): "gemm" or "scaled_mm". A
+  // manifest requests one family.
+  std::string family = "gemm";
+  // scaled_mm only: the scale kinds every drawn shape is measured with (Problem::scale:
+  // "tensor", "row"), and the output dtype. Empty / unused for gemm.
+  std::vector<std::string> scales;
+  std::string out_dtype = "bfloat16";
   uint64_t problems = 0, seed = 0, problems_per_shard = 0;
   std::string search_space = "EXHAUSTIVE";
   TimingSettings timing;

@@ -4,7 +4,6 @@
 // status). Shared by coordinator and agent so both speak the same constants.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,10 +33,11 @@ std::optional<Frames> recv_frames(zmq::socket_t& s, bool wait, size_t max_frames
                                   std::string* user_id = nullptr);
 void send_frames(zmq::socket_t& s, const Frames& frames);
 
-inline int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+// Time on both sides of the protocol comes from diode/clock.h: every timeout,
+// lease, deadline, backoff and heartbeat interval is measured on the monotonic
+// clock (diode::Clock::steady_ms()), so stepping the wall clock neither expires
+// nor extends anything; diode::wall_now_ms() is only for timestamps written
+// into data (issued_ms, created_ms, ...).
 
 // Waits up to timeout_ms for `s` to be readable. A signal (SIGTERM) interrupts
 // the wait and reads as "not readable", so callers can check their stop flag.

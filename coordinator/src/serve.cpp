@@ -71,7 +71,7 @@ std::vector<std::string> manifest_files(const std::vector<std::string>& paths) {
 std::vector<std::pair<std::string, std::string>> load_manifests_at_start(Store& store,
                                                                          const std::vector<std::string>& files) {
   std::vector<std::pair<std::string, std::string>> skipped;
-  int64_t now = now_ms();
+  int64_t now = static_cast<int64_t>(wall_now_ms());
   for (const auto& path : files) {
     Manifest m = load_manifest(path);  // throws ManifestError: a broken file is a deployment error
     store.begin();

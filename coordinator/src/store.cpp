@@ -73,8 +73,8 @@ nlohmann::json stored_fields(const std::string& sweep_id, const std::string& req
 
 }  // namespace
 
-Store::Store(const std::string& path, bool sync_full)
-    : db_(std::make_unique<sqlite::Db>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) {
+Store::Store(const std::string& path, bool sync_full, const std::string& vfs)
+    : db_(std::make_unique<sqlite::Db>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, std::string_view{}, vfs)) {
   // The busy timeout (sqlite::Db's default, 5 s): `diode status --db` may read concurrently.
   exec("PRAGMA journal_mode=WAL");
   exec(sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");

@@ -68,7 +68,9 @@ class Store {
  public:
   // sync_full: fsync the WAL on every commit (power-loss safe); otherwise
   // NORMAL (safe against process crashes, the coordinator's failure mode).
-  Store(const std::string& path, bool sync_full = true);
+  // `vfs`: the registered SQLite VFS that does the file I/O (empty: SQLite's
+  // default); tests pass a fault-injecting one (tests/cpp/fault_sqlite_vfs.h).
+  Store(const std::string& path, bool sync_full = true, const std::string& vfs = {});
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

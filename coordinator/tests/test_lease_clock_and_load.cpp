@@ -25,6 +25,7 @@
 #include "diode/clock.h"
 #include "diode/wire.h"
 #include "server.h"
+#include "server_fixture.h"
 
 using namespace diode;
 using namespace diode::fleet;
@@ -85,42 +86,25 @@ std::string temp_base(const std::string& stem) {
 
 // ---- fault 3 in process: the server with a ManualClock -----------------------
 
-struct LeaseClockTest : ::testing::Test {
-  std::string db = temp_base("srv") + ".db";
-  std::string endpoint = "ipc://" + db + ".sock";
-  net::CurveKeyPair server_keys = net::generate_curve_keypair(), a_keys = net::generate_curve_keypair(),
-                    b_keys = net::generate_curve_keypair();
+struct LeaseClockTest : ::testing::Test, test_support::ServerFixture {
+  LeaseClockTest() : ServerFixture(temp_base("srv") + ".db") {}
+  net::CurveKeyPair a_keys = net::generate_curve_keypair(), b_keys = net::generate_curve_keypair();
   ManualClock clock;
-  std::atomic<bool> stop{false};
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Server> server;
-  std::thread thread;
-  zmq::context_t ctx{1};
 
   void SetUp() override {
-    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
-    store = std::make_unique<Store>(db, false);
+    open_store();
     Manifest m = parse_manifest(manifest_yaml("t", 1, 1), "t.yaml");  // one shard
     store->begin();
     store->add_manifest(m, expand_shards(m), clock.wall_ms(), nullptr);
     store->commit();
     ServerConfig cfg;
-    cfg.bind = endpoint;
-    cfg.keys = server_keys;
     cfg.allowlist = {a_keys.public_z85, b_keys.public_z85};
     cfg.lease_ms = 1000;
     cfg.heartbeat_ms = 200;
     cfg.clock = &clock;
-    server = std::make_unique<Server>(*store, cfg);
-    thread = std::thread([this] { server->run(stop); });
+    start_server(cfg);
   }
-  void TearDown() override {
-    stop = true;
-    thread.join();
-    server.reset();
-    store.reset();
-    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
-  }
+  void TearDown() override { stop_server(); }
   Client client(const net::CurveKeyPair& kp) { return Client(ctx, kp, server_keys.public_z85, endpoint); }
   // Worker `name` registered on `c`, holding the manifest's only shard.
   std::string lease(Client& c, const std::string& name) {

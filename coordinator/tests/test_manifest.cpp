@@ -6,6 +6,9 @@
 #include <cmath>
 
 #include "diode/hardware.h"
+#include "diode/json.h"
+#include "diode/sha256.h"
+#include "diode/wire.h"
 #include "expand.h"
 #include "manifest.h"
 
@@ -393,4 +396,286 @@ TEST(Manifest, TimingProblemTimeoutAndStaticTopReachTheSpec) {
   errs = errors_of(std::string(kGood) + "  timing: {problem_timeout_s: 0}\n");
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_NE(errs[0].find("sweep.timing.problem_timeout_s"), std::string::npos) << errs[0];
+}
+
+// ---- Decision families: GEMM manifests are unchanged, scaled_mm (FP8) manifests ----
+
+namespace {
+
+// `diode manifest shards FILE`'s output ("<id> <problems> <sha256 of the spec JSON>" per
+// shard), hashed: the whole expansion, spec bytes included, in one value.
+std::string expansion_digest(const Manifest& m) {
+  std::string text;
+  for (const auto& plan : expand_shards(m))
+    text += plan.id + " " + std::to_string(plan.problems.size()) + " " +
+            diode::to_hex(diode::sha256(shard_spec(m, plan).dump())) + "\n";
+  return diode::to_hex(diode::sha256(text));
+}
+
+const char* kFp8 = R"(version: 1
+name: fp8-sweep
+requester: me
+hardware:
+  device_name: "H200"
+sweep:
+  ops: [scaled_mm]
+  dtypes: [float8_e4m3fn]
+  scales: [tensor, row]
+  problems: 400
+  problems_per_shard: 12
+  seed: 11
+  shapes:
+    distribution: lognormal
+)";
+
+bool has_error(const std::vector<std::string>& errs, const std::string& s) {
+  for (const auto& e : errs)
+    if (e.find(s) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// The shipped GEMM manifests expand to exactly the shards (ids, problem counts, spec
+// bytes) they did before scaled_mm existed: these digests are of `diode manifest shards`
+// output recorded then.
+TEST(Expand, GemmManifestsExpandAsBefore) {
+  const std::pair<const char*, const char*> golden[] = {
+      {"h100", "d8c939576604a366427ee5b772c7303b3c28ecacfd9d9393c5303f6fd71ad65c"},
+      {"h200", "12a5a1d10f1a3134790c821c5a63c7a8f2891e46df6a26ed4bf0a470ea87d2a3"},
+      {"a100", "070656d4fedbb794417089508e0a22688da9440449ffd3ea018699b588b8f438"},
+      {"h200-mix-2026112506", "ae309a2ab577a2b99187e44efb1c237eda84332908053271f782ba086f542036"},
+  };
+  for (const auto& [name, digest] : golden) {
+    Manifest m = load_manifest(std::string(DIODE_MANIFEST_DIR) + "/" + name + ".yaml");
+    EXPECT_EQ(m.family, "gemm") << name;
+    EXPECT_TRUE(m.scales.empty()) << name;
+    EXPECT_EQ(expansion_digest(m), digest) << name;
+    // No new stored field for a GEMM manifest (a change description stays as before).
+    auto f = manifest_fields(m);
+    EXPECT_FALSE(f.contains("sweep.scales")) << name;
+    EXPECT_FALSE(f.contains("sweep.out_dtype")) << name;
+  }
+}
+
+TEST(Manifest, ScaledMmSchemaErrors) {
+  // scales / out_dtype without scaled_mm.
+  auto errs = errors_of(std::string(kGood) + "  scales: [row]\n  out_dtype: float32\n");
+  ASSERT_EQ(errs.size(), 2u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:15:11: sweep.scales: only for op scaled_mm (sweep.ops has no scaled_mm)");
+  EXPECT_EQ(errs[1], "m.yaml:16:14: sweep.out_dtype: only for op scaled_mm (sweep.ops has no scaled_mm)");
+
+  // One family per manifest: the error names sweep.ops and both families' ops.
+  std::string mixed = kFp8;
+  mixed.replace(mixed.find("[scaled_mm]"), 11, "[mm, scaled_mm]");
+  errs = errors_of(mixed);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0],
+            "m.yaml:7:8: sweep.ops: mixes the decision families gemm (mm) and scaled_mm (scaled_mm): a manifest "
+            "requests one family; split it into two manifests");
+
+  // Dtypes: a GEMM dtype for scaled_mm, FP8 for a GEMM op, an unknown one.
+  std::string bad = kFp8;
+  bad.replace(bad.find("[float8_e4m3fn]"), 15, "[float8_e4m3fn, bfloat16]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:8:27: sweep.dtypes[1]: 'bfloat16' is not an operand dtype of scaled_mm "
+                     "(float8_e4m3fn; the output dtype is sweep.out_dtype)");
+  bad = kGood;
+  bad.replace(bad.find("[float16]"), 9, "[float8_e4m3fn]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:9:12: sweep.dtypes[0]: 'float8_e4m3fn' is an operand dtype of op scaled_mm only "
+                     "(mm, bmm take float16, bfloat16, float32)");
+  bad = kFp8;
+  bad.replace(bad.find("[float8_e4m3fn]"), 15, "[float8_e5m2]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_NE(errs[0].find("m.yaml:8:12: sweep.dtypes[0]: 'float8_e5m2' is not one of"), std::string::npos) << errs[0];
+
+  // Bad scale and out_dtype values.
+  bad = kFp8;
+  bad.replace(bad.find("[tensor, row]"), 13, "[tensor, column]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:9:20: sweep.scales[1]: 'column' is not one of row, tensor");
+  bad = kFp8;
+  bad.replace(bad.find("[tensor, row]"), 13, "[row, row]");
+  errs = errors_of(bad);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:9:17: sweep.scales[1]: duplicate 'row'");
+  errs = errors_of(std::string(kFp8) + "  out_dtype: float32\n");
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_EQ(errs[0], "m.yaml:15:14: sweep.out_dtype: 'float32' is not collected: scaled_mm is measured with "
+                     "out_dtype bfloat16 only");
+
+  // `problems` entries: dims multiples of 16, scale within sweep.scales, wire rules.
+  std::string list = kFp8;
+  list.replace(list.find("scales: [tensor, row]"), 21, "scales: [row]");
+  list.replace(list.find("problems: 400"), 13, "problems: 3");
+  list.replace(list.find("distribution: lognormal"), 23,
+               "distribution: problems\n    list:\n"
+               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 24, n: 4096, k: 4100, scale: row}\n"
+               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096}\n"
+               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096, scale: row, bias: row}\n");
+  errs = errors_of(list);
+  EXPECT_TRUE(has_error(errs, "m.yaml:16:50: sweep.shapes.list[0].m: 24 is not a multiple of 16 (FP8 GEMMs in cuBLASLt need "
+                               "multiples of 16)"))
+      << ::testing::PrintToString(errs);
+  EXPECT_TRUE(has_error(errs, "sweep.shapes.list[0].k: 4100 is not a multiple of 16"));
+  EXPECT_FALSE(has_error(errs, "sweep.shapes.list[0].n"));
+  EXPECT_TRUE(has_error(errs, "sweep.shapes.list[1].scale: 'tensor' is not in sweep.scales"));
+  EXPECT_TRUE(has_error(errs, "m.yaml:18:9: sweep.shapes.list[2]: sweep.shapes.list[2].bias: op scaled_mm takes no bias"));
+  EXPECT_EQ(errs.size(), 4u) << ::testing::PrintToString(errs);
+
+  // A GEMM entry takes no scale (the wire rules).
+  std::string gemm = kGood;
+  gemm.replace(gemm.find("problems: 1000"), 14, "problems: 1");
+  gemm.replace(gemm.find("distribution: lognormal"), 23,
+               "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 8, n: 8, k: 8, scale: row}");
+  errs = errors_of(gemm);
+  ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
+  EXPECT_NE(errs[0].find("sweep.shapes.list[0].scale: op mm takes scale none"), std::string::npos) << errs[0];
+}
+
+// Every scaled_mm problem is valid by the wire rules, has the family's fixed fields,
+// M/N/K rounded up to multiples of 16, and every drawn shape comes once per scale.
+TEST(Expand, ScaledMmLognormal) {
+  Manifest m = parse_manifest(kFp8, "m.yaml");
+  EXPECT_EQ(m.family, "scaled_mm");
+  EXPECT_EQ(m.scales, (std::vector<std::string>{"tensor", "row"}));
+  EXPECT_EQ(m.out_dtype, "bfloat16");
+  auto probs = expand_problems(m);
+  ASSERT_EQ(probs.size(), 400u);
+  for (size_t i = 0; i < probs.size(); ++i) {
+    const auto& p = probs[i];
+    EXPECT_NO_THROW(diode::wire::validate(p, "problem")) << i;
+    EXPECT_EQ(p.op, "scaled_mm");
+    EXPECT_EQ(p.batch, 1u);
+    EXPECT_EQ(p.dtype_a, "float8_e4m3fn");
+    EXPECT_EQ(p.dtype_b, "float8_e4m3fn");
+    EXPECT_EQ(p.dtype_out, "bfloat16");
+    EXPECT_FALSE(p.trans_a);
+    EXPECT_TRUE(p.trans_b);
+    EXPECT_EQ(p.bias, "none");
+    for (uint64_t d : {p.m, p.n, p.k}) {
+      EXPECT_EQ(d % 16, 0u) << i;
+      EXPECT_GE(d, 16u) << i;
+    }
+    // Crossed: tensor then row for the same shape.
+    EXPECT_EQ(p.scale, i % 2 == 0 ? "tensor" : "row") << i;
+    if (i % 2 == 1) {
+      EXPECT_EQ(p.m, probs[i - 1].m);
+      EXPECT_EQ(p.n, probs[i - 1].n);
+      EXPECT_EQ(p.k, probs[i - 1].k);
+    }
+  }
+  // The draws are the GEMM expansion's: the first shape is mm's first, rounded up to 16.
+  std::string mm = kFp8;
+  mm.replace(mm.find("[scaled_mm]"), 11, "[mm]");
+  mm.replace(mm.find("[float8_e4m3fn]"), 15, "[float16]");
+  mm.replace(mm.find("  scales: [tensor, row]\n"), 24, "");
+  auto gemm = expand_problems(parse_manifest(mm, "mm.yaml"));
+  auto up16 = [](uint64_t d) { return d <= 16 ? 16 : (d + 15) / 16 * 16; };
+  EXPECT_EQ(probs[0].m, up16(gemm[0].m));
+  EXPECT_EQ(probs[0].n, up16(gemm[0].n));
+  EXPECT_EQ(probs[0].k, up16(gemm[0].k));
+  EXPECT_EQ(gemm[0].scale, "none");
+
+  // The collector's spec carries the scale (the shared JSON form); GEMM specs do not.
+  auto spec = shard_spec(m, expand_shards(m).at(0));
+  ASSERT_EQ(spec["problems"].size(), 12u);
+  EXPECT_EQ(spec["problems"][0]["scale"], "tensor");
+  EXPECT_EQ(spec["problems"][1]["scale"], "row");
+  EXPECT_EQ(spec["problems"][1]["dtype_a"], "float8_e4m3fn");
+  EXPECT_EQ(diode::problem_from_json(spec["problems"][1]), probs[1]);
+  auto gspec = shard_spec(m, ShardPlan{"x/s000000", 0, {gemm[0]}});
+  EXPECT_FALSE(gspec["problems"][0].contains("scale"));
+
+  // The stored fields name the scaled_mm keys; a changed scale list is described.
+  auto f = manifest_fields(m);
+  EXPECT_EQ(f.at("sweep.scales"), nlohmann::json({"tensor", "row"}));
+  EXPECT_EQ(f.at("sweep.out_dtype"), "bfloat16");
+  std::string one = kFp8;
+  one.replace(one.find("[tensor, row]"), 13, "[row]");
+  Manifest rows = parse_manifest(one, "m.yaml");
+  EXPECT_NE(describe_manifest_change(f, manifest_fields(rows)).find("sweep.scales"), std::string::npos);
+  for (const auto& p : expand_problems(rows)) EXPECT_EQ(p.scale, "row");
+
+  // Default scale list; out_dtype stated.
+  std::string dflt = kFp8;
+  dflt.replace(dflt.find("  scales: [tensor, row]\n"), 24, "  out_dtype: bfloat16\n");
+  Manifest t = parse_manifest(dflt, "m.yaml");
+  EXPECT_EQ(t.scales, std::vector<std::string>{"tensor"});
+  auto tp = expand_problems(t);
+  ASSERT_EQ(tp.size(), 400u);
+  for (const auto& p : tp) {
+    EXPECT_EQ(p.scale, "tensor");
+    EXPECT_EQ(p.dtype_out, "bfloat16");
+  }
+}
+
+TEST(Expand, ScaledMmExplicitGridAndList) {
+  std::string g = kFp8;
+  g.replace(g.find("distribution: lognormal"), 23,
+            "distribution: explicit\n    shapes: [[1, 4100, 4095], [16, 4096, 4096], [8, 4096, 4096]]");
+  auto probs = expand_problems(parse_manifest(g, "m.yaml"));
+  // Order: shape, op, dtype, scale; [8, ...] rounds to the second shape: dropped as a duplicate.
+  ASSERT_EQ(probs.size(), 4u);
+  EXPECT_EQ(probs[0].m, 16u);
+  EXPECT_EQ(probs[0].n, 4112u);
+  EXPECT_EQ(probs[0].k, 4096u);
+  EXPECT_EQ(probs[0].scale, "tensor");
+  EXPECT_EQ(probs[1].n, 4112u);
+  EXPECT_EQ(probs[1].scale, "row");
+  EXPECT_EQ(probs[2].n, 4096u);
+  EXPECT_EQ(probs[2].scale, "tensor");
+  EXPECT_EQ(probs[3].scale, "row");
+
+  g = kFp8;
+  g.replace(g.find("distribution: lognormal"), 23, "distribution: grid\n    m: [16, 33]\n    n: [1024]\n    k: [4096]");
+  probs = expand_problems(parse_manifest(g, "m.yaml"));
+  ASSERT_EQ(probs.size(), 4u);
+  EXPECT_EQ(probs[2].m, 48u);
+  EXPECT_EQ(probs[3].scale, "row");
+  for (const auto& p : probs) EXPECT_NO_THROW(diode::wire::validate(p, "problem"));
+
+  g = kFp8;
+  g.replace(g.find("problems: 400"), 13, "problems: 2");
+  g.replace(g.find("distribution: lognormal"), 23,
+            "distribution: problems\n    list:\n"
+            "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 1024, k: 4096, scale: row}\n"
+            "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 32, n: 1024, k: 4096}\n");
+  probs = expand_problems(parse_manifest(g, "m.yaml"));
+  ASSERT_EQ(probs.size(), 2u);
+  EXPECT_EQ(probs[0].scale, "row");
+  EXPECT_EQ(probs[1].scale, "tensor");
+  EXPECT_TRUE(probs[1].trans_b);
+  EXPECT_EQ(probs[1].dtype_out, "bfloat16");
+}
+
+// The shipped FP8 sweep: H200, 360 problems in 30 shards, every problem a valid
+// scaled_mm problem with both scales.
+TEST(Manifest, ShippedFp8ManifestExpands) {
+  Manifest m = load_manifest(std::string(DIODE_MANIFEST_DIR) + "/h200-fp8-2026112904.yaml");
+  EXPECT_EQ(m.family, "scaled_mm");
+  EXPECT_EQ(m.hardware.key, "nvidia-h200-144gb");
+  EXPECT_EQ(m.search_space, "DEFAULT");
+  EXPECT_EQ(m.timing.problem_timeout_s, 120.0);
+  auto shards = expand_shards(m);
+  size_t n = 0, rows = 0;
+  for (const auto& s : shards) {
+    EXPECT_LE(s.problems.size(), 12u);
+    for (const auto& p : s.problems) {
+      ++n;
+      rows += p.scale == "row";
+      EXPECT_NO_THROW(diode::wire::validate(p, "problem"));
+      EXPECT_EQ(p.op, "scaled_mm");
+      EXPECT_EQ(p.m % 16 + p.n % 16 + p.k % 16, 0u);
+    }
+  }
+  EXPECT_EQ(n, m.problems);
+  EXPECT_EQ(n, 360u);
+  EXPECT_EQ(shards.size(), 30u);
+  EXPECT_EQ(rows, n / 2);
 }

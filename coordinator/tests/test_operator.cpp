@@ -19,6 +19,7 @@
 #include "metrics_http.h"
 #include "serve.h"
 #include "server.h"
+#include "server_fixture.h"
 #include "status_view.h"
 
 using namespace diode;
@@ -229,41 +230,19 @@ TEST_F(StoreFixture, ChangedManifestFileAtStartIsSkippedNotFatal) {
 
 namespace {
 
-struct OpServer : ::testing::Test {
-  std::string db = temp_path("srv") + ".db";
-  net::CurveKeyPair server_keys = net::generate_curve_keypair(), ops = net::generate_curve_keypair();
-  std::string endpoint = "ipc://" + db + ".sock";
-  std::atomic<bool> stop{false};
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Server> server;
-  std::thread thread;
-  zmq::context_t ctx{1};
+struct OpServer : ::testing::Test, test_support::ServerFixture {
+  OpServer() : ServerFixture(temp_path("srv") + ".db") {}
+  net::CurveKeyPair ops = net::generate_curve_keypair();
 
   void SetUp() override {
-    remove_db(db);
-    store = std::make_unique<Store>(db, false);
+    open_store();
     ServerConfig cfg;
-    cfg.bind = endpoint;
-    cfg.keys = server_keys;
     cfg.allowlist = {ops.public_z85};
     cfg.metrics_refresh_ms = 50;
-    server = std::make_unique<Server>(*store, cfg);
-    thread = std::thread([this] { server->run(stop); });
+    start_server(cfg);
   }
-  void TearDown() override {
-    stop = true;
-    thread.join();
-    server.reset();
-    store.reset();
-    remove_db(db);
-  }
-  zmq::socket_t client() {
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    net::make_curve_client(s, ops, server_keys.public_z85);
-    s.connect(endpoint);
-    return s;
-  }
+  void TearDown() override { stop_server(); }
+  zmq::socket_t client() { return dealer(ops); }
   Frames call(zmq::socket_t& s, const Frames& f) {
     Frames out{"", kCoordProto};
     out.insert(out.end(), f.begin(), f.end());

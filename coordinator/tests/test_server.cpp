@@ -8,6 +8,7 @@
 
 #include "diode/wire.h"
 #include "server.h"
+#include "server_fixture.h"
 
 using namespace diode;
 using namespace diode::fleet;
@@ -15,20 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ServerTest : ::testing::Test {
-  std::string db = (fs::temp_directory_path() / ("diode_server_" + std::to_string(::getpid()) + ".db")).string();
-  net::CurveKeyPair server_keys = net::generate_curve_keypair(), good = net::generate_curve_keypair(),
-                    other = net::generate_curve_keypair(), stranger = net::generate_curve_keypair();
-  std::string endpoint = "ipc://" + db + ".sock";
-  std::atomic<bool> stop{false};
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Server> server;
-  std::thread thread;
-  zmq::context_t ctx{1};
+struct ServerTest : ::testing::Test, test_support::ServerFixture {
+  ServerTest()
+      : ServerFixture((fs::temp_directory_path() / ("diode_server_" + std::to_string(::getpid()) + ".db")).string()) {}
+  net::CurveKeyPair good = net::generate_curve_keypair(), other = net::generate_curve_keypair(),
+                    stranger = net::generate_curve_keypair();
 
   void SetUp() override {
-    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
-    store = std::make_unique<Store>(db, false);
+    open_store();
     Manifest m = parse_manifest(R"(version: 1
 name: t
 requester: me
@@ -37,30 +32,15 @@ sweep: {ops: [mm], dtypes: [float16], problems: 4, problems_per_shard: 2, seed: 
 )",
                                 "t.yaml");
     store->begin();
-    store->add_manifest(m, expand_shards(m), now_ms(), nullptr);
+    store->add_manifest(m, expand_shards(m), static_cast<int64_t>(wall_now_ms()), nullptr);
     store->commit();
     ServerConfig cfg;
-    cfg.bind = endpoint;
-    cfg.keys = server_keys;
     cfg.allowlist = {good.public_z85, other.public_z85};
-    server = std::make_unique<Server>(*store, cfg);
-    thread = std::thread([this] { server->run(stop); });
+    start_server(cfg);
   }
-  void TearDown() override {
-    stop = true;
-    thread.join();
-    server.reset();
-    store.reset();
-    for (const char* sfx : {"", "-wal", "-shm"}) fs::remove(db + sfx);
-  }
+  void TearDown() override { stop_server(); }
 
-  zmq::socket_t client(const net::CurveKeyPair& kp) {
-    zmq::socket_t s(ctx, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 0);
-    net::make_curve_client(s, kp, server_keys.public_z85);
-    s.connect(endpoint);
-    return s;
-  }
+  zmq::socket_t client(const net::CurveKeyPair& kp) { return dealer(kp); }
 
   std::optional<Frames> call(zmq::socket_t& s, const Frames& f, int timeout_ms = 3000) {
     Frames out{""};

@@ -45,10 +45,53 @@ std::string http_error(const hub::HttpResult& r) {
   }
 }
 
-Dataset dataset_from_hub(const std::string& url, const std::string& hw, bool community) {
+constexpr const char* kReadTokenEnv = "DIODE_HUB_READ_TOKEN";
+
+// The hub's read token for `diode dataset export|stats --hub` (a hub started
+// with --read-token-file answers exports only with it): the file's content
+// (--read-token-file), else $DIODE_HUB_READ_TOKEN; trailing whitespace dropped;
+// empty: no token. A token must be printable ASCII without spaces (it travels
+// in an HTTP header); the error names where it came from.
+std::string read_token_from(const std::string& file) {
+  std::string token, origin;
+  if (!file.empty()) {
+    token = io::read_file(file, 4096);
+    origin = "--read-token-file " + file;
+  } else if (const char* env = std::getenv(kReadTokenEnv)) {
+    token = env;
+    origin = kReadTokenEnv;
+  }
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (!file.empty() && token.empty()) throw std::invalid_argument(origin + ": the file is empty");
+  for (unsigned char c : token)
+    if (c < 0x21 || c > 0x7e)
+      throw std::invalid_argument(origin + ": the read token must be printable ASCII without spaces");
+  return token;
+}
+
+// The request headers that carry `token` to `hub_url`; the same rule as
+// `diode pull` and `diode contribute`: https, or plain http only to loopback,
+// so that the token never travels in clear.
+std::map<std::string, std::string> read_headers(const std::string& hub_url, const std::string& token) {
+  if (token.empty()) return {};
+  bundle::check_hub_url(hub_url);
+  return {{"Authorization", "Bearer " + token}};
+}
+
+// "HTTP 401 ...", with what to do when the hub wants its read token.
+std::string read_error(const hub::HttpResult& r, bool sent_token) {
+  std::string why = http_error(r);
+  if (r.status == 401)
+    why += sent_token ? " (the hub refused this read token)"
+                      : std::string(" (the hub needs its read token: give --read-token-file FILE or set ") +
+                            kReadTokenEnv + ")";
+  return why;
+}
+
+Dataset dataset_from_hub(const std::string& url, const std::string& hw, bool community, const std::string& token) {
   auto r = hub::http_get(hub::join_url(url, "/v1/datasets/" + hw + "?community=" + (community ? "include" : "exclude")),
-                         kMaxDownload);
-  if (r.status != 200) throw std::runtime_error("export from " + url + " failed: " + http_error(r));
+                         kMaxDownload, read_headers(url, token));
+  if (r.status != 200) throw std::runtime_error("export from " + url + " failed: " + read_error(r, !token.empty()));
   // Verify every shard before writing anything: the hub is trusted less than the disk.
   Dataset d = wire::decode_dataset(gz::decompress(r.body, wire::kMaxMessageBytes));
   if (d.hardware_key != hw) throw WireError("hub answered a dataset of " + d.hardware_key + ", asked for " + hw);
@@ -172,7 +215,7 @@ void register_hub_commands(CLI::App& app) {
 
   // ---- diode dataset export ------------------------------------------------
   struct ExportArgs {
-    std::string hw, out, out_flag, data, hub;
+    std::string hw, out, out_flag, data, hub, read_token_file;
     bool include = false, exclude = false;
   };
   static ExportArgs ex;
@@ -188,6 +231,9 @@ void register_hub_commands(CLI::App& app) {
   auto* o_data = exp->add_option("--data", ex.data, "Hub store directory (read-only access)");
   auto* o_hub = exp->add_option("--hub", ex.hub, "Hub URL, e.g. http://127.0.0.1:8080");
   o_data->excludes(o_hub);
+  exp->add_option("--read-token-file", ex.read_token_file,
+                  std::string("With --hub: file holding the hub's read token (default $") + kReadTokenEnv + ")")
+      ->excludes(o_data);
   auto* f_inc = exp->add_flag("--include-community", ex.include, "Include community contributions");
   exp->add_flag("--exclude-community", ex.exclude, "Exclude community contributions (default)")->excludes(f_inc);
   exp->callback([] {
@@ -200,7 +246,7 @@ void register_hub_commands(CLI::App& app) {
     require_hardware_key(ex.hw);
     if (ex.data.empty() == ex.hub.empty()) throw std::invalid_argument("give exactly one of --data or --hub");
     Dataset d = ex.hub.empty() ? dataset_from_store(ex.data, ex.hw, ex.include, nullptr)
-                               : dataset_from_hub(ex.hub, ex.hw, ex.include);
+                               : dataset_from_hub(ex.hub, ex.hw, ex.include, read_token_from(ex.read_token_file));
     save_dataset(ex.out, d);
     std::cout << "wrote " << ex.out << ": " << d.shards.size() << " shards, " << d.record_count() << " records of "
               << d.hardware_key << (ex.include ? " (community included)" : " (fleet only)") << "\n";
@@ -208,7 +254,7 @@ void register_hub_commands(CLI::App& app) {
 
   // ---- diode dataset stats -------------------------------------------------
   struct StatsArgs {
-    std::string file, hw, data, hub;
+    std::string file, hw, data, hub, read_token_file;
     bool json = false, include = false;
   };
   static StatsArgs st;
@@ -217,6 +263,9 @@ void register_hub_commands(CLI::App& app) {
   stats->add_option("--hardware", st.hw, "Hardware key (with --data or --hub)");
   stats->add_option("--data", st.data, "Hub store directory")->excludes("file");
   stats->add_option("--hub", st.hub, "Hub URL")->excludes("file")->excludes("--data");
+  stats->add_option("--read-token-file", st.read_token_file,
+                    std::string("With --hub: file holding the hub's read token (default $") + kReadTokenEnv + ")")
+      ->needs("--hub");
   stats->add_flag("--include-community", st.include,
                   "Count community contributions in the figures too (store/hub); without it they are shown apart, "
                   "with the list of contributors (GET /v1/contributors)");
@@ -236,10 +285,12 @@ void register_hub_commands(CLI::App& app) {
         else j["community_shards_not_counted"] = community_shards_of_store(st.data, st.hw);
         j["community"] = community_of_store(st.data, st.hw);
       } else {
+        const std::string token = read_token_from(st.read_token_file);
         auto r = hub::http_get(hub::join_url(st.hub, "/v1/datasets/" + st.hw + "/stats?community=" +
                                                          (st.include ? "include" : "exclude")),
-                               64u << 20);
-        if (r.status != 200) throw std::runtime_error("stats from " + st.hub + " failed: " + http_error(r));
+                               64u << 20, read_headers(st.hub, token));
+        if (r.status != 200)
+          throw std::runtime_error("stats from " + st.hub + " failed: " + read_error(r, !token.empty()));
         j = nlohmann::json::parse(r.body);
         if (!st.include) j["community_shards_not_counted"] = community_shards_of_hub(st.hub, st.hw);
         if (auto c = community_of_hub(st.hub, st.hw)) j["community"] = *c;

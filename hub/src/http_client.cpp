@@ -35,7 +35,9 @@ HttpResult perform(const std::string& url, const std::string_view* body,
 
 }  // namespace
 
-HttpResult http_get(const std::string& url, size_t max_bytes) { return perform(url, nullptr, {}, max_bytes); }
+HttpResult http_get(const std::string& url, size_t max_bytes, const std::map<std::string, std::string>& headers) {
+  return perform(url, nullptr, headers, max_bytes);
+}
 
 HttpResult http_post(const std::string& url, std::string_view body, const std::map<std::string, std::string>& headers,
                      size_t max_bytes, const UploadProgress& progress) {

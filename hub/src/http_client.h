@@ -19,7 +19,7 @@ struct HttpResult {
 };
 
 // Throws std::runtime_error on transport errors or a body over max_bytes.
-HttpResult http_get(const std::string& url, size_t max_bytes);
+HttpResult http_get(const std::string& url, size_t max_bytes, const std::map<std::string, std::string>& headers = {});
 // `progress`, if set, is called from libcurl's transfer loop with the bytes of
 // the body sent so far and the body's size (often several times a second:
 // the caller throttles what it prints).

@@ -22,6 +22,7 @@
 
 #include "contribution.h"
 #include "page.h"
+#include "diode/bundle/bundle.h"
 #include "diode/bundle/registry.h"
 #include "diode/clock.h"
 #include "diode/dataset.h"
@@ -37,6 +38,24 @@ namespace {
 void error(httplib::Response& res, int status, const std::string& code, const std::string& message) {
   res.status = status;
   res.set_content(nlohmann::json{{"error", code}, {"message", message}}.dump() + "\n", "application/json");
+}
+
+// The read check of a hub started with --read-token-file: true when `req`
+// carries the read token (or the write token) as `Authorization: Bearer ...`,
+// compared in constant time; otherwise 401 naming `what` is written to `res`.
+// Without a read token every request is admitted.
+bool read_token_admitted(const HttpOptions& o, const httplib::Request& req, httplib::Response& res,
+                         const std::string& what) {
+  if (o.read_token.empty()) return true;
+  const std::string h = req.get_header_value("Authorization");
+  auto is = [&](const std::string& want) {
+    return !want.empty() && h.size() == 7 + want.size() && h.compare(0, 7, "Bearer ") == 0 &&
+           CRYPTO_memcmp(h.data() + 7, want.data(), want.size()) == 0;
+  };
+  if (is(o.read_token) || is(o.write_token)) return true;
+  res.set_header("WWW-Authenticate", "Bearer");
+  error(res, 401, "unauthorized", what + " need the read token (Authorization: Bearer ...)");
+  return false;
 }
 
 void json(httplib::Response& res, const nlohmann::json& j, int status = 200) {
@@ -540,6 +559,18 @@ bool valid_model_version(const std::string& v) {
   return !v.empty() && v.size() <= 20 && v.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// "" for a decision family served below /v1/models/{hw}/families/, else why not.
+std::string model_family_error(const std::string& family) {
+  if (family == bundle::kGemmFamily)
+    return "family gemm is served at /v1/models/{hw}/index and /v1/models/{hw}/{version}/{file}";
+  try {
+    bundle::check_family(family);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
 bool valid_model_file(const std::string& f) {
   if (f.empty() || f.size() > 128 || f.find("..") != std::string::npos || f[0] == '.') return false;
   for (char c : f)
@@ -780,13 +811,18 @@ void HttpServer::routes() {
   // its registry and when that version was signed. `diode pull` shows it when
   // a hardware key is unknown. Unsigned (clients verify what they install);
   // bounded to kMaxModelsListed keys; unreadable or symlinked entries are skipped.
+  // A decision family other than gemm is its own entry, with "family" (absent: gemm).
   svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const auto entries = bundle::list_registry(store_.dir() + "/models", /*skip_unreadable=*/true, kMaxModelsListed + 1);
+    const auto entries = bundle::list_registry(store_.dir() + "/models", /*skip_unreadable=*/true, kMaxModelsListed + 1,
+                                               /*with_families=*/true);
     nlohmann::json out = nlohmann::json::array();
-    for (size_t i = 0; i < entries.size() && i < kMaxModelsListed; ++i)
-      out.push_back({{"hardware_key", entries[i].hardware_key},
-                     {"version", entries[i].current},
-                     {"published_at", entries[i].published}});
+    for (size_t i = 0; i < entries.size() && i < kMaxModelsListed; ++i) {
+      nlohmann::json m = {{"hardware_key", entries[i].hardware_key},
+                          {"version", entries[i].current},
+                          {"published_at", entries[i].published}};
+      if (entries[i].family != bundle::kGemmFamily) m["family"] = entries[i].family;
+      out.push_back(std::move(m));
+    }
     json(res, {{"models", out}, {"truncated", entries.size() > kMaxModelsListed}});
   });
 
@@ -804,8 +840,34 @@ void HttpServer::routes() {
     serve_model_file(req, store_.dir() + "/models/" + hw + "/" + version + "/" + file, res);
   });
 
-  // GET / (the page) and GET /v1/summary: page.cpp.
-  register_page_routes(svr_, store_);
+  // The bundle of a decision family other than gemm (docs/bundle-format.md): the same
+  // index and files below /families/{family}/, from <registry>/<hw>/families/<family>/.
+  // The family must be one this build knows; gemm is served by the routes above.
+  svr_.Get(R"(/v1/models/([^/]+)/families/([^/]+)/index)", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string hw = req.matches[1], family = req.matches[2];
+    if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
+    if (const std::string why = model_family_error(family); !why.empty()) return error(res, 400, "bad_request", why);
+    serve_model_file(req, store_.dir() + "/models/" + hw + "/families/" + family + "/index.json", res);
+  });
+
+  svr_.Get(R"(/v1/models/([^/]+)/families/([^/]+)/([^/]+)/([^/]+))",
+           [this](const httplib::Request& req, httplib::Response& res) {
+             const std::string hw = req.matches[1], family = req.matches[2], version = req.matches[3],
+                               file = req.matches[4];
+             if (!is_valid_hardware_key(hw)) return error(res, 400, "bad_request", "not a valid hardware key");
+             if (const std::string why = model_family_error(family); !why.empty())
+               return error(res, 400, "bad_request", why);
+             if (!valid_model_version(version)) return error(res, 400, "bad_request", "version must be digits");
+             if (!valid_model_file(file)) return error(res, 400, "bad_request", "file must be [A-Za-z0-9._-], no '..'");
+             serve_model_file(req, store_.dir() + "/models/" + hw + "/families/" + family + "/" + version + "/" + file,
+                              res);
+           });
+
+  // GET / (the page) and GET /v1/summary: page.cpp. With a read token the
+  // summary needs it, as the dataset exports do.
+  register_page_routes(svr_, store_, [this](const httplib::Request& req, httplib::Response& res) {
+    return read_token_admitted(opts_, req, res, "/v1/summary and the hub page");
+  });
 }
 
 bool HttpServer::pre_route(const httplib::Request& req, httplib::Response& res) {
@@ -972,17 +1034,7 @@ void HttpServer::contribute(const httplib::Request& req, const std::string& body
 }
 
 bool HttpServer::export_admitted(const httplib::Request& req, httplib::Response& res) {
-  if (!opts_.read_token.empty()) {
-    const std::string h = req.get_header_value("Authorization");
-    auto is = [&](const std::string& want) {
-      return !want.empty() && h.size() == 7 + want.size() && h.compare(0, 7, "Bearer ") == 0 &&
-             CRYPTO_memcmp(h.data() + 7, want.data(), want.size()) == 0;
-    };
-    if (is(opts_.read_token) || is(opts_.write_token)) return true;
-    res.set_header("WWW-Authenticate", "Bearer");
-    error(res, 401, "unauthorized", "dataset exports need the read token (Authorization: Bearer ...)");
-    return false;
-  }
+  if (!opts_.read_token.empty()) return read_token_admitted(opts_, req, res, "dataset exports");
   int retry = 1;
   if (export_limiter_.allow(req.remote_addr, &retry)) return true;
   metrics_.reject("rate_limited");

@@ -117,5 +117,8 @@ inline constexpr size_t kMaxModelsListed = 1000;
 // True for a path component we serve from the model registry.
 bool valid_model_version(const std::string& v);
 bool valid_model_file(const std::string& f);
+// "" when /v1/models/{hw}/families/{family}/ may serve `family` (a known decision
+// family other than gemm), else the reason for the 400 answer, naming it.
+std::string model_family_error(const std::string& family);
 
 }  // namespace diode::hub

@@ -243,7 +243,7 @@ nlohmann::json page_summary(Store& store) {
   return summary(ps);
 }
 
-void register_page_routes(httplib::Server& svr, Store& store) {
+void register_page_routes(httplib::Server& svr, Store& store, ReadGate admit) {
   auto ps = std::make_shared<PageState>(store);
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
     // Nothing but this origin: no CDN, no third-party fetch, no framing.
@@ -252,11 +252,13 @@ void register_page_routes(httplib::Server& svr, Store& store) {
                    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
                    "frame-ancestors 'none'");
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Cache-Control", "no-store");
     res.set_content(kPageHtml, "text/html; charset=utf-8");
   });
-  svr.Get("/v1/summary", [ps](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
+  svr.Get("/v1/summary", [ps, admit = std::move(admit)](const httplib::Request& req, httplib::Response& res) {
+    if (admit && !admit(req, res)) return;
+    res.set_header("Cache-Control", "no-store");
     res.set_content(summary(*ps).dump(1) + "\n", "application/json");
   });
 }

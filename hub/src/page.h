@@ -26,14 +26,20 @@
 
 #include <httplib.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "store.h"
 
 namespace diode::hub {
 
-// Registers GET / and GET /v1/summary on `svr`. `store` must outlive it.
-void register_page_routes(httplib::Server& svr, Store& store);
+// Decides whether a read request may be served: true to serve it; false after
+// writing the refusal (401) into the response.
+using ReadGate = std::function<bool(const httplib::Request&, httplib::Response&)>;
+
+// Registers GET / and GET /v1/summary on `svr`; /v1/summary is served only when
+// `admit` lets the request through. `store` must outlive it.
+void register_page_routes(httplib::Server& svr, Store& store, ReadGate admit);
 
 // The summary served at /v1/summary (exposed for tests).
 nlohmann::json page_summary(Store& store);

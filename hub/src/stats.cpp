@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "diode/types.h"
 
@@ -113,6 +114,13 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
   std::map<std::string, MethodStats> methods;
   uint64_t records = 0, community_shards = 0, final_not_timeout = 0;
   std::set<Problem> with_aten, with_default;
+  // Per decision family (diode::family_of(op); "unknown" for an op of none): records, and
+  // problems (with an ATen record, with a DEFAULT one).
+  struct FamilyStats {
+    uint64_t records = 0;
+    std::set<Problem> problems, with_aten, with_default;
+  };
+  std::map<std::string, FamilyStats> families;
   for (size_t si = 0; si < d.shards.size(); ++si) {
     const auto& s = d.shards[si];
     const std::string source = si < sources.size() ? sources[si] : "";
@@ -155,6 +163,12 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
       configs[p].insert(r.config);
       if (r.config.is_aten()) with_aten.insert(p);
       if (r.flags & kRecordInDefault) with_default.insert(p);
+      const std::string_view fam = family_of(p.op);
+      FamilyStats& f = families[fam.empty() ? std::string("unknown") : std::string(fam)];
+      f.records++;
+      f.problems.insert(p);
+      if (r.config.is_aten()) f.with_aten.insert(p);
+      if (r.flags & kRecordInDefault) f.with_default.insert(p);
     }
     for (const auto& [pi, b] : best_triton)
       if (b.any_static) q.problems_with_static++, q.problems_best_static += b.best_static ? 1 : 0;
@@ -182,6 +196,12 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
                        {"records", c.records}});
   nlohmann::json timing_methods = nlohmann::json::object();
   for (auto& [name, ms] : methods) timing_methods[name] = ms.to_json();
+  nlohmann::json fams = nlohmann::json::object();
+  for (const auto& [name, f] : families)
+    fams[name] = {{"problems", f.problems.size()},
+                  {"records", f.records},
+                  {"problems_with_aten", f.with_aten.size()},
+                  {"problems_with_default", f.with_default.size()}};
   return {{"hardware_key", d.hardware_key},
           {"shards", d.shards.size()},
           {"community_shards", community_shards},
@@ -202,7 +222,8 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
           {"dtypes", dtypes},
           {"templates", templates},
           {"contributors", contrib},
-          {"timing_methods", timing_methods}};
+          {"timing_methods", timing_methods},
+          {"families", fams}};
 }
 
 std::string render_community(const nlohmann::json& c, bool counted) {
@@ -259,6 +280,15 @@ std::string render_stats(const nlohmann::json& j) {
     for (auto& [b, n] : c["log2_histogram"].items()) buckets.emplace_back(std::stol(b), n.dump());
     std::sort(buckets.begin(), buckets.end());
     for (const auto& [b, n] : buckets) o << " 2^" << b << "=" << n;
+    o << "\n";
+  }
+  // Per decision family, shown once there is more than GEMM (absent from an older hub's stats).
+  if (j.contains("families") && j["families"].is_object() &&
+      (j["families"].size() > 1 || (j["families"].size() == 1 && !j["families"].contains("gemm")))) {
+    o << "families           ";
+    for (auto& [f, v] : j["families"].items())
+      o << " " << f << "=" << v.value("problems", uint64_t{0}) << " problems/" << v.value("records", uint64_t{0})
+        << " records";
     o << "\n";
   }
   o << "ops                ";

@@ -11,6 +11,9 @@
 namespace diode::hub {
 
 // `sources`, if not empty, gives each shard's source ("agent" | "community").
+// Besides the totals, "families" breaks the dataset down per decision family
+// (diode::family_of of each problem's op; "unknown" for none): {family: {"problems",
+// "records", "problems_with_aten", "problems_with_default"}}.
 nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& sources = {});
 
 // Human-readable rendering of dataset_stats(). A "community" member (the

@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "diode/dataset.h"
 #include "diode/hardware.h"
@@ -22,6 +25,8 @@
 #include "rate_limit.h"
 #include "store.h"
 #include "support.h"
+#include "validate.h"
+#include "diode/env.h"
 
 namespace fs = std::filesystem;
 using namespace diode;
@@ -465,4 +470,243 @@ TEST(Faults, ReadTokenFileGuardsExports) {
   ASSERT_TRUE(hardware);
   EXPECT_EQ(hardware->status, 200);
   fs::remove_all(base);
+}
+
+namespace {
+struct SmuggleCase {
+  std::string name, request;
+};
+// Requests framed two ways; `smuggled` (a GET) is what a front end framing the
+// body the other way would take for a second request.
+std::vector<SmuggleCase> smuggling_cases(const std::string& auth, const std::string& smuggled,
+                                         const std::string& chunked_then_smuggled) {
+  return {
+      {"POST, Content-Length then Transfer-Encoding",
+       "POST /v1/contributions HTTP/1.1\r\nHost: hub\r\n" + auth + "Content-Length: " +
+           std::to_string(chunked_then_smuggled.size()) + "\r\nTransfer-Encoding: chunked\r\n\r\n" +
+           chunked_then_smuggled},
+      {"POST, Transfer-Encoding then Content-Length",
+       "POST /v1/contributions HTTP/1.1\r\nHost: hub\r\n" + auth + "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n" +
+           chunked_then_smuggled},
+      {"POST, two different Content-Lengths",
+       "POST /v1/contributions HTTP/1.1\r\nHost: hub\r\n" + auth + "Content-Length: 0\r\nContent-Length: " +
+           std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled},
+      {"POST, two equal Content-Lengths",
+       "POST /v1/contributions HTTP/1.1\r\nHost: hub\r\n" + auth + "Content-Length: " + std::to_string(smuggled.size()) +
+           "\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled},
+      {"GET, Content-Length with Transfer-Encoding",
+       "GET /healthz HTTP/1.1\r\nHost: hub\r\nContent-Length: " + std::to_string(chunked_then_smuggled.size()) +
+           "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked_then_smuggled},
+      {"GET, two Content-Lengths",
+       "GET /healthz HTTP/1.1\r\nHost: hub\r\nContent-Length: 0\r\nContent-Length: " + std::to_string(smuggled.size()) +
+           "\r\n\r\n" + smuggled},
+  };
+}
+// Responses in what came back on one connection.
+size_t responses(const std::string& r) {
+  size_t n = 0;
+  for (size_t at = r.find("HTTP/1."); at != std::string::npos; at = r.find("HTTP/1.", at + 1))
+    if (at == 0 || r.compare(at - 2, 2, "\r\n") == 0) ++n;
+  return n;
+}
+const std::string kSmuggled = "GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n";
+const std::string kChunkedThenSmuggled = "0\r\n\r\n" + kSmuggled;
+}  // namespace
+
+// Held in the review of issue 54 (request smuggling), now with a test: a request
+// framed two ways - Content-Length with Transfer-Encoding: chunked, or two
+// Content-Length headers - is refused with 400 and its body is never parsed as
+// a second request; a request pipelined after a refused one on the same
+// connection is not served. Raw sockets against a running hub.
+TEST(Faults, RequestSmugglingIsRefusedAndNothingIsServedFromTheBody) {
+  Hub h("smuggle");
+  h.start();
+  const std::string auth = "Authorization: Bearer " + h.token + "\r\n";
+  const auto cases = smuggling_cases(auth, kSmuggled, kChunkedThenSmuggled);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Conn conn(h.port());
+    // The framed request, and a plain request pipelined behind it on the same connection.
+    ASSERT_TRUE(conn.send(c.request + get_request("/v1/models")));
+    const std::string r = conn.read(1 << 20, 5000);
+    // GETs: see Faults.DISABLED_ReadsFramedTwoWaysAreRefused below.
+    if (c.request.rfind("POST", 0) == 0) EXPECT_EQ(Conn::status(r), 400) << r.substr(0, 300);
+    EXPECT_EQ(responses(r), 1u) << "a second request was served on the connection:\n" << r.substr(0, 600);
+    EXPECT_EQ(r.find("\"models\""), std::string::npos) << "the pipelined request was served";
+    EXPECT_TRUE(conn.closed()) << "the connection stayed open after a refused request";
+  }
+  // And the hub still serves an honest request.
+  httplib::Client http("127.0.0.1", h.port());
+  auto hz = http.Get("/healthz");
+  ASSERT_TRUE(hz);
+  EXPECT_EQ(hz->status, 200);
+}
+
+// Not fixed yet (outside this change's files): a GET or HEAD framed two ways is
+// answered 200 (the body is never parsed as a request, and the connection is
+// closed, so nothing is smuggled - see the test above), but it should be
+// refused with 400 as the POSTs are. The fix belongs at the top of
+// HttpServer::pre_route (hub/src/http_server.cpp), for every method:
+// Transfer-Encoding with Content-Length, or more than one Content-Length or
+// Transfer-Encoding header -> 400. Enable this test with that fix.
+TEST(Faults, DISABLED_ReadsFramedTwoWaysAreRefused) {
+  Hub h("smuggle-get");
+  h.start();
+  for (const auto& c : smuggling_cases("", kSmuggled, kChunkedThenSmuggled)) {
+    if (c.request.rfind("GET", 0) != 0) continue;
+    SCOPED_TRACE(c.name);
+    Conn conn(h.port());
+    ASSERT_TRUE(conn.send(c.request));
+    const std::string r = conn.read(1 << 20, 5000);
+    EXPECT_EQ(Conn::status(r), 400) << r.substr(0, 300);
+    EXPECT_EQ(responses(r), 1u);
+  }
+}
+
+namespace {
+// The POSIX Env with a disk that can fill up: while full, every write fails
+// with ENOSPC before any byte lands (as write(2) on a full file system).
+class DiskFullEnv final : public Env {
+ public:
+  bool full = false;
+  int writes_refused = 0;
+  std::unique_ptr<WritableFile> open_writable(const std::string& path, Open mode) override {
+    return std::make_unique<File>(*this, Env::Default().open_writable(path, mode));
+  }
+  void rename(const std::string& from, const std::string& to) override { Env::Default().rename(from, to); }
+  void sync_dir(const std::string& dir) override { Env::Default().sync_dir(dir); }
+  bool remove(const std::string& path) override { return Env::Default().remove(path); }
+  bool create_dirs(const std::string& dir) override { return Env::Default().create_dirs(dir); }
+  std::string read_file(const std::string& path, size_t max_bytes) override {
+    return Env::Default().read_file(path, max_bytes);
+  }
+  std::string read_at(const std::string& path, uint64_t offset, uint64_t length) override {
+    return Env::Default().read_at(path, offset, length);
+  }
+  std::vector<std::string> list_dir(const std::string& dir) override { return Env::Default().list_dir(dir); }
+  bool exists(const std::string& path) override { return Env::Default().exists(path); }
+  bool is_directory(const std::string& path) override { return Env::Default().is_directory(path); }
+  uint64_t file_size(const std::string& path) override { return Env::Default().file_size(path); }
+
+ private:
+  class File final : public WritableFile {
+   public:
+    File(DiskFullEnv& env, std::unique_ptr<WritableFile> f) : env_(env), f_(std::move(f)) {}
+    const std::string& path() const override { return f_->path(); }
+    uint64_t size() const override { return f_->size(); }
+    void write_at(uint64_t offset, std::string_view data) override {
+      if (env_.full) {
+        ++env_.writes_refused;
+        throw IoError("cannot write", f_->path(), ENOSPC);
+      }
+      f_->write_at(offset, data);
+    }
+    void truncate(uint64_t size) override { f_->truncate(size); }
+    void sync() override { f_->sync(); }
+
+   private:
+    DiskFullEnv& env_;
+    std::unique_ptr<WritableFile> f_;
+  };
+};
+}  // namespace
+
+// Held in the review of issue 54 (disk full during ingest), now with a test, on
+// the hub store's Env seam: a write that fails with ENOSPC is not acknowledged
+// (commit throws, the committer answers the client with an error), leaves no
+// bytes or rows behind, and once space returns the same shard is accepted -
+// stored once, and it verifies after a reopen.
+TEST(Faults, DiskFullDuringIngestIsNotAcknowledgedAndTheShardIsAcceptedOnceSpaceReturns) {
+  const std::string dir = (fs::temp_directory_path() / ("diode-faults-diskfull-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  const IncomingShard first = admit_shard(wire::encode(tk::make_shard("df-0", 50, 3)), Source::agent, tk::wall_ms());
+  const IncomingShard shard = admit_shard(wire::encode(tk::make_shard("df-1", 50, 4)), Source::agent, tk::wall_ms());
+  {
+    DiskFullEnv env;
+    Store store(Store::Options{dir}, env);
+    auto commit = [&](const IncomingShard& s) {
+      Store::Job job;
+      job.shards.push_back(s);
+      std::vector<Store::Job*> jobs{&job};
+      store.commit(jobs);
+      return job.results.at(0);
+    };
+    EXPECT_EQ(commit(first), PutResult::stored);
+    const auto sizes_before = [&] {
+      std::map<std::string, uint64_t> m;
+      for (const auto& e : fs::recursive_directory_iterator(dir + "/segments"))
+        if (e.is_regular_file()) m[e.path().string()] = e.file_size();
+      return m;
+    }();
+    env.full = true;
+    try {
+      commit(shard);
+      ADD_FAILURE() << "a write that failed with ENOSPC was acknowledged";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+    }
+    EXPECT_GT(env.writes_refused, 0);
+    EXPECT_FALSE(store.shard("df-1")) << "a shard whose write failed has a catalog row";
+    std::map<std::string, uint64_t> sizes_after;
+    for (const auto& e : fs::recursive_directory_iterator(dir + "/segments"))
+      if (e.is_regular_file() && e.file_size() > 0) sizes_after[e.path().string()] = e.file_size();
+    EXPECT_EQ(sizes_after, sizes_before) << "the failed write left bytes in a segment";
+    // Space returns: the same shard is accepted, once.
+    env.full = false;
+    EXPECT_EQ(commit(shard), PutResult::stored);
+    EXPECT_EQ(commit(shard), PutResult::duplicate);
+  }
+  Store store(Store::Options{dir});
+  std::vector<std::string> ids;
+  for (const auto& row : store.all_shards()) {
+    ids.push_back(row.id);
+    EXPECT_NO_THROW(store.read_verified(row));
+  }
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"df-0", "df-1"}));
+  fs::remove_all(dir);
+}
+
+// Held in the review of issue 54 (SIGSTOP/SIGCONT of the hub), now with a test:
+// the hub process is stopped for 2 s while a client pushes, and the client -
+// having had no answer for a second - retries on a new connection. After
+// SIGCONT both pushes are answered, the shard is acknowledged "stored" exactly
+// once (the retry is a "duplicate"), and the export holds it once.
+TEST(Faults, SigstopSigcontDuringAPushAcknowledgesTheShardExactlyOnce) {
+  Hub h("sigstop");
+  h.start();
+  const std::string hw = hardware_key(tk::test_hardware());
+  ASSERT_EQ(h.push(wire::encode(tk::make_shard("ss-0", 100, 11))).at(1), "ACK");
+  const std::string bytes = wire::encode(tk::make_shard("ss-1", 100, 12));
+  ASSERT_EQ(::kill(h.proc->pid(), SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  tk::IngestClient a(h.ctx, h.endpoint, h.keys.clients[0], h.keys.server.public_z85);
+  a.push("first", bytes);
+  EXPECT_FALSE(a.recv(1000)) << "a stopped hub answered";
+  tk::IngestClient b(h.ctx, h.endpoint, h.keys.clients[0], h.keys.server.public_z85);
+  b.push("retry", bytes);
+  std::this_thread::sleep_until(stopped_at + std::chrono::seconds(2));
+  ASSERT_EQ(::kill(h.proc->pid(), SIGCONT), 0);
+  auto ra = a.recv(30000), rb = b.recv(30000);
+  ASSERT_TRUE(ra) << "the push made while the hub was stopped was never answered";
+  ASSERT_TRUE(rb) << "the retry was never answered";
+  ASSERT_GE(ra->size(), 5u);
+  ASSERT_GE(rb->size(), 5u);
+  EXPECT_EQ(ra->at(1), "ACK");
+  EXPECT_EQ(rb->at(1), "ACK");
+  EXPECT_EQ(ra->at(2), "first");
+  EXPECT_EQ(rb->at(2), "retry");
+  std::multiset<std::string> outcomes{ra->at(4), rb->at(4)};
+  EXPECT_EQ(outcomes, (std::multiset<std::string>{"stored", "duplicate"}));
+  // The hub carries on, and the export holds each shard once.
+  EXPECT_EQ(h.push(wire::encode(tk::make_shard("ss-2", 100, 13))).at(1), "ACK");
+  httplib::Client http("127.0.0.1", h.port());
+  auto res = http.Get("/v1/datasets/" + hw);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body.substr(0, 300);
+  Dataset d = wire::decode_dataset(gz::decompress(res->body, wire::kMaxMessageBytes));
+  std::vector<std::string> ids;
+  for (const auto& s : d.shards) ids.push_back(s.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"ss-0", "ss-1", "ss-2"}));
 }

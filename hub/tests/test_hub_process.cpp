@@ -11,7 +11,12 @@
 #include <set>
 
 #include "contribution.h"
+#include "diode/bundle/bundle.h"
+#include "diode/bundle/client.h"
 #include "diode/bundle/crypto.h"
+#include "diode/bundle/keystore.h"
+#include "diode/bundle/model_dir.h"
+#include "diode/bundle/registry.h"
 #include "diode/dataset.h"
 #include "diode/hardware.h"
 #include "diode/sha256.h"
@@ -692,4 +697,87 @@ TEST(HubProcess, StartupErrorsAreClear) {
   HubProcess bad(DIODE_HUB_BINARY, {"--server-key", "/nonexistent/key", "--allowlist", "/nonexistent/allow",
                                     "--ready-file", "/tmp/never-ready-" + std::to_string(::getpid())});
   EXPECT_THROW(bad.start("/tmp/never-ready-" + std::to_string(::getpid()), 5000), std::runtime_error);
+}
+
+// A decision family's bundle (docs/bundle-format.md, Decision families): the hub serves
+// <registry>/<hw>/families/<family>/ at /v1/models/{hw}/families/{family}/, lists it in
+// GET /v1/models with its family, and answers 400 naming an unknown family.
+TEST(HubProcess, ServesAFamilyBundleBesideTheGemmOne) {
+  HubFixture f("families", 1);
+  const std::string hw = hardware_key(tk::test_hardware());
+  const std::string registry = f.dir + "/data/models";
+  const std::time_t now = std::time(nullptr);
+  bundle::keys_init(f.dir + "/bundle-keys", {}, now);
+  const bundle::SigningKeys keys = bundle::load_signing_keys(f.dir + "/bundle-keys");
+  bundle::write_example_model(f.dir + "/gemm-model", hw);
+  bundle::write_example_model(f.dir + "/fp8-model", hw, 8, 1, "scaled_mm");
+  bundle::PublishOptions po;
+  po.now = now;
+  ASSERT_EQ(bundle::publish(registry, f.dir + "/gemm-model", keys, po).version, 1u);
+  bundle::publish(registry, f.dir + "/fp8-model", keys, po);
+  const auto fp8 = bundle::publish(registry, f.dir + "/fp8-model", keys, po);
+  ASSERT_EQ(fp8.family, "scaled_mm");
+  ASSERT_EQ(fp8.version, 2u);
+  f.start();
+  httplib::Client http("127.0.0.1", f.hub->http_port());
+  http.set_read_timeout(30, 0);
+
+  auto res = http.Get("/v1/models/" + hw + "/families/scaled_mm/index");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(res->body)["index"]["signed"]["family"], "scaled_mm");
+  res = http.Get("/v1/models/" + hw + "/families/scaled_mm/2/model.json");
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, io::read_file(fp8.dir + "/model.json"));
+  EXPECT_EQ(http.Get("/v1/models/" + hw + "/families/scaled_mm/3/model.json")->status, 404);
+  // The GEMM routes serve the GEMM bundle, as before.
+  res = http.Get("/v1/models/" + hw + "/index");
+  ASSERT_EQ(res->status, 200);
+  EXPECT_FALSE(nlohmann::json::parse(res->body)["index"]["signed"].contains("family"));
+
+  // Strict: an unknown family is a 400 that names it; gemm has its own routes.
+  res = http.Get("/v1/models/" + hw + "/families/conv2d/index");
+  ASSERT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("unknown decision family \\\"conv2d\\\""), std::string::npos) << res->body;
+  res = http.Get("/v1/models/" + hw + "/families/conv2d/1/model.json");
+  ASSERT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("conv2d"), std::string::npos) << res->body;
+  res = http.Get("/v1/models/" + hw + "/families/gemm/index");
+  ASSERT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("family gemm is served at /v1/models/{hw}/index"), std::string::npos) << res->body;
+  for (const std::string& path : std::vector<std::string>{
+           "/v1/models/" + hw + "/families/scaled_mm/2/..", "/v1/models/" + hw + "/families/scaled_mm/v2/model.json",
+           "/v1/models/" + hw + "/families/scaled_mm/2/.hidden", "/v1/models/" + hw + "/families/..%2F..%2Fdata/index",
+           "/v1/models/NVIDIA/families/scaled_mm/index"}) {
+    auto r = http.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_TRUE(r->status == 400 || r->status == 404) << path << " -> " << r->status;
+  }
+
+  // GET /v1/models: the GEMM entry as before, then the family's, with "family".
+  res = http.Get("/v1/models");
+  ASSERT_EQ(res->status, 200);
+  const auto models = nlohmann::json::parse(res->body)["models"];
+  ASSERT_EQ(models.size(), 2u) << res->body;
+  EXPECT_FALSE(models[0].contains("family"));
+  EXPECT_EQ(models[0]["version"], 1);
+  EXPECT_EQ(models[1]["family"], "scaled_mm");
+  EXPECT_EQ(models[1]["version"], 2);
+
+  // The pull client, end to end through the hub: each family into its own cache place.
+  bundle::PullOptions o;
+  o.hub_url = "http://127.0.0.1:" + std::to_string(f.hub->http_port());
+  o.hardware_key = hw;
+  o.family = "scaled_mm";
+  o.cache_dir = f.dir + "/cache";
+  std::string root_hex = io::read_file(f.dir + "/bundle-keys/root.pub");
+  while (!root_hex.empty() && root_hex.back() == '\n') root_hex.pop_back();
+  o.root_key = bundle::PublicKey::from_hex(root_hex);
+  const auto pulled = bundle::pull(o);
+  EXPECT_EQ(fs::path(pulled.path), fs::path(f.dir) / "cache" / hw / "families" / "scaled_mm" / "2");
+  EXPECT_EQ(bundle::verify_bundle_dir(pulled.path, o.root_key, now, "scaled_mm").version, 2u);
+  o.family = "gemm";
+  EXPECT_EQ(fs::path(bundle::pull(o).path), fs::path(f.dir) / "cache" / hw / "1");
+
+  EXPECT_EQ(f.hub->kill(SIGTERM), 0);
 }

@@ -42,7 +42,7 @@ std::string model_id(const std::string& dir) {
 
 void register_model_commands(CLI::App& app) {
   struct Opts {
-    std::string model, dataset, report, split = "test", list_split, compare;
+    std::string model, dataset, report, split = "test", list_split, compare, family;
     std::vector<std::string> rankings;
     bool include_community = false, json = false, gate = false, cross_hardware = false;
     double max_spread = 0;
@@ -57,6 +57,11 @@ void register_model_commands(CLI::App& app) {
   v->add_option("--report", o->report,
                 "write summary.json, SVG plots (regret CDFs of the model and every baseline) and index.html into "
                 "this directory");
+  v->add_option("--family", o->family,
+                "decision family to score: gemm (mm, addmm, bmm, baddbmm) or scaled_mm (FP8 torch._scaled_mm; "
+                "baselines: ATen's _scaled_mm = cuBLASLt, Inductor DEFAULT = the fastest in_default record). "
+                "Default: the model's family (gemm for --list-split without --model); must equal the model's")
+      ->check(CLI::IsMember({"gemm", "scaled_mm"}));
   v->add_option("--split", o->split, "problems to score: test (default, the trainer's held-out split), "
                                      "validation, train or all")
       ->check(CLI::IsMember({"train", "validation", "test", "all"}));
@@ -89,6 +94,8 @@ void register_model_commands(CLI::App& app) {
     go.include_community = o->include_community;
     go.max_spread = o->max_spread;
     if (!o->list_split.empty()) {
+      go.family = o->family.empty() ? "gemm" : o->family;
+      models::require_family(d, go.family, o->dataset);
       const auto groups = models::group_by_problem(d, go);
       const auto idx = models::split_indices(groups, o->list_split);
       if (o->json) {
@@ -101,6 +108,11 @@ void register_model_commands(CLI::App& app) {
     if (o->model.empty()) throw std::runtime_error("--model is required (unless --list-split)");
     if (o->gate && o->compare.empty()) throw std::runtime_error("--gate needs --compare (the published model)");
     const models::ModelDir m = models::load_model_dir(o->model);
+    if (!o->family.empty() && o->family != m.spec.family)
+      throw std::runtime_error("--family " + o->family + ": the model " + o->model + " ranks the " + m.spec.family +
+                               " family");
+    go.family = m.spec.family;
+    models::require_family(d, go.family, o->dataset);
     // Cross-hardware scoring compares the model's picks with what the other GPU measured;
     // the split is the dataset's own (by problem hash), so 'all' is the honest choice there.
     // A model is then scored as the hardware it names, which evaluate_model checks.
@@ -129,10 +141,14 @@ void register_model_commands(CLI::App& app) {
     std::optional<models::Evaluation> other;
     if (!o->compare.empty()) {
       const models::ModelDir m2 = models::load_model_dir(o->compare);
+      if (m2.spec.family != m.spec.family)
+        throw std::runtime_error("--compare " + o->compare + " ranks the " + m2.spec.family + " family, the model " +
+                                 m.spec.family);
       other = models::evaluate_model(m2, scored_as(m2), groups, idx);
     }
     nlohmann::json j = models::validate_json(ev, names);
     if (other) j["compare"] = models::validate_json(*other, {})["model"];
+    if (go.family != "gemm") j["family"] = go.family;
     if (o->cross_hardware) j["cross_hardware"] = {{"model", m.hardware_key}, {"dataset", d.hardware_key}};
     // The hub's publish rule (retrain_gate.cpp), so a release and the hub decide alike.
     const bool passes = !o->gate || models::better_or_equal(ev.metrics, other->metrics);
@@ -141,6 +157,9 @@ void register_model_commands(CLI::App& app) {
       std::cout << j.dump() << "\n";
     } else {
       std::cout << "model " << o->model << " on " << o->dataset << " (" << o->split << " split)\n";
+      if (go.family != "gemm")
+        std::cout << "decision family " << go.family << ": cuBLAS = ATen's _scaled_mm record (cuBLASLt), "
+                  << "Inductor DEFAULT = the fastest Triton record flagged in_default\n";
       if (o->cross_hardware)
         std::cout << "cross-hardware: a " << m.hardware_key << " model judged by " << d.hardware_key << "'s timings\n";
       // One top-1 figure: the overall view's, as --json and the report give it (format_metrics'
@@ -156,11 +175,11 @@ void register_model_commands(CLI::App& app) {
                 << " on these " << ev.problems.size() << " problems (better_or_equal, overall view: top-1/5/10 geomean, top-5 p90)\n";
     if (!o->report.empty()) {
       const models::Comparison cmp{o->compare, other ? &*other : nullptr};
-      models::write_report(o->report, ev,
-                           {{"model", o->model}, {"model_version", model_version(o->model)},
-                            {"model_id", model_id(o->model)}, {"dataset", o->dataset}, {"split", o->split},
-                            {"hardware_key", d.hardware_key}},
-                           names, other ? &cmp : nullptr);
+      nlohmann::json context = {{"model", o->model}, {"model_version", model_version(o->model)},
+                                {"model_id", model_id(o->model)}, {"dataset", o->dataset}, {"split", o->split},
+                                {"hardware_key", d.hardware_key}};
+      if (go.family != "gemm") context["family"] = go.family;
+      models::write_report(o->report, ev, context, names, other ? &cmp : nullptr);
       (o->json ? std::cerr : std::cout) << "report written to " << o->report << "\n";
     }
     if (!passes) throw CLI::RuntimeError(3);  // not an error: the answer (main returns its code quietly)
@@ -219,6 +238,7 @@ void register_ensemble_command(CLI::App& app) {
     if (!o->dataset.empty()) {
       const Dataset d = load_dataset(o->dataset);
       models::GroupOptions go;
+      go.family = en.spec.family;
       go.hardware_key = en.hardware_key;
       const auto groups = models::group_by_problem(d, go);
       en.metrics = models::evaluate_model(en, d.hardware_key, groups, models::split_indices(groups, "test"))

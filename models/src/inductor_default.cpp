@@ -72,7 +72,25 @@ std::optional<TritonTile> tile_of(const KernelConfig& c) {
   return TritonTile{c.block_m, c.block_n, c.block_k, c.num_stages, c.num_warps, c.group_m};
 }
 
+namespace {
+bool flagged_family(const ProblemGroup& g) { return family_of(g.problem.op) == "scaled_mm"; }
+std::vector<size_t> flagged_default(const ProblemGroup& g) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < g.configs.size() && i < g.in_default.size(); ++i)
+    if (g.in_default[i] && g.configs[i].is_triton()) out.push_back(i);
+  return out;
+}
+}  // namespace
+
+size_t inductor_default_count(const ProblemGroup& g) {
+  return flagged_family(g) ? flagged_default(g).size() : inductor_default_tiles(g.problem).size();
+}
+
 std::vector<size_t> match_inductor_default(const ProblemGroup& g, size_t* missing) {
+  if (flagged_family(g)) {
+    if (missing) *missing = 0;
+    return flagged_default(g);
+  }
   const auto tiles = inductor_default_tiles(g.problem);
   std::vector<bool> found(tiles.size(), false);
   std::vector<size_t> out;

@@ -38,10 +38,18 @@ std::vector<TritonTile> inductor_exhaustive_tiles(const Problem& p);
 // The tile fields of a Triton config of `g` (nullopt for non-Triton choices).
 std::optional<TritonTile> tile_of(const KernelConfig& c);
 
-// Indices of g.configs that are Triton mm/bmm template configs whose tile is
-// in the DEFAULT list (persistent-TMA and decompose_k choices are not part of
-// the DEFAULT mm list). `missing` gets the number of DEFAULT tiles with no
-// record at all in the group.
+// Indices of g.configs in Inductor's DEFAULT choice list.
+// A GEMM problem (family "gemm"): the Triton mm/bmm template configs whose tile is
+// in the DEFAULT list above (persistent-TMA and decompose_k choices are not part of
+// the DEFAULT mm list); `missing` gets the number of DEFAULT tiles with no record
+// at all in the group.
+// A scaled_mm problem: the Triton configs the collector flagged in_default
+// (ProblemGroup::in_default; Inductor's scaled_mm list is not ported here);
+// `missing` gets 0, as the flags name only what was measured.
 std::vector<size_t> match_inductor_default(const ProblemGroup& g, size_t* missing = nullptr);
+
+// The number of DEFAULT choices of g: inductor_default_tiles(g.problem).size() for a
+// GEMM problem, the flagged Triton configs for a scaled_mm problem.
+size_t inductor_default_count(const ProblemGroup& g);
 
 }  // namespace diode::models

@@ -85,7 +85,7 @@ ProblemResult evaluate_problem(const ProblemGroup& g, const std::vector<float>& 
   const auto matched = match_inductor_default(g, &r.default_missing);
   for (size_t i : matched) def = std::min(def, time_of(i));
   r.default_matched = matched.size();
-  r.default_tiles = inductor_default_tiles(g.problem).size();
+  r.default_tiles = inductor_default_count(g);
   if (!std::isfinite(def)) def = worst;  // no DEFAULT config in the data: count as the slowest
   r.default_regret = std::exp(def - best);
   r.default_regret_aten = std::exp(std::min(def, aten) - best_all);

@@ -43,6 +43,8 @@ class MlpInfer {
   std::vector<float> predict(const ProblemGroup& g) const;
 
   const FeatureSpec& spec() const { return spec_; }
+  // The decision family the model ranks (its feature spec's): "gemm" or "scaled_mm".
+  const std::string& family() const { return spec_.family; }
   size_t members() const { return nets_.size(); }
   bool has_prefilter() const { return prefilter_.has_value(); }
 

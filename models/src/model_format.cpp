@@ -1,9 +1,11 @@
 #include "model_format.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
 #include <msgpack.hpp>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -173,21 +175,32 @@ nlohmann::json model_json(const ModelDir& m) {
                       {"architecture", m.arch.to_json()}, {"feature_spec", m.spec.to_json()}, {"target", "log_us"},
                       {"dataset", m.dataset},         {"metrics", m.metrics}, {"training", m.training}};
   if (m.provenance.is_object() && !m.provenance.empty()) j["provenance"] = m.provenance;
+  if (m.spec.family != "gemm") j["family"] = m.spec.family;
   return j;
 }
 
 void add_provenance(nlohmann::json& prov, const Dataset& d, bool include_community) {
   if (!prov.is_object()) prov = nlohmann::json::object();
   std::set<std::string> torch, triton;
+  std::map<std::string, std::set<std::string>> templates;
   for (const auto& v : prov.value("torch_versions", nlohmann::json::array())) torch.insert(v.get<std::string>());
   for (const auto& v : prov.value("triton_versions", nlohmann::json::array())) triton.insert(v.get<std::string>());
+  const nlohmann::json known = prov.value("templates", nlohmann::json::object());
+  for (const auto& [name, hashes] : known.items())
+    for (const auto& h : hashes) templates[name].insert(h.get<std::string>());
   for (const Shard& s : d.shards) {
     if (s.records.empty() || (s.producer.runner == "community" && !include_community)) continue;
     if (!s.hardware.torch_version.empty()) torch.insert(s.hardware.torch_version);
     if (!s.hardware.triton_version.empty()) triton.insert(s.hardware.triton_version);
+    for (const TemplateSource& t : s.templates) templates[t.name].insert(t.sha256);
   }
   prov["torch_versions"] = std::vector<std::string>(torch.begin(), torch.end());
   prov["triton_versions"] = std::vector<std::string>(triton.begin(), triton.end());
+  if (!templates.empty()) {
+    nlohmann::json t = nlohmann::json::object();
+    for (const auto& [name, hashes] : templates) t[name] = std::vector<std::string>(hashes.begin(), hashes.end());
+    prov["templates"] = t;
+  }
 }
 
 nlohmann::json dataset_provenance(const Dataset& d, bool include_community) {
@@ -217,6 +230,17 @@ ModelDir load_model_dir(const std::string& dir) {
   if (m.hardware_key.empty()) bad("model.json hardware_key", "missing");
   m.arch = Architecture::from_json(j.at("architecture"));
   m.spec = FeatureSpec::from_json(j.at("feature_spec"));
+  if (j.contains("family")) {
+    if (!j["family"].is_string()) bad("model.json family", "expected a string");
+    const std::string family = j["family"].get<std::string>();
+    const auto& fams = feature_families();
+    if (std::find(fams.begin(), fams.end(), family) == fams.end())
+      bad("model.json family", "unknown decision family '" + family + "' (this build knows gemm and scaled_mm)");
+    if (family != m.spec.family)
+      bad("model.json family", "'" + family + "' differs from the feature spec's family '" + m.spec.family + "'");
+  } else if (m.spec.family != "gemm") {
+    bad("model.json family", "missing while the feature spec is of family '" + m.spec.family + "'");
+  }
   if (m.spec.size() != size_t(m.arch.input))
     bad("model.json architecture.input", "differs from the feature spec's feature count");
   m.dataset = j.value("dataset", nlohmann::json::object());

@@ -51,6 +51,9 @@ struct Architecture {
 };
 
 struct ModelDir {
+  // The model's decision family is its feature spec's (spec.family): model.json carries it
+  // as "family" too, written only when not "gemm" (absent = gemm), and the loader checks
+  // that both agree.
   std::string hardware_key;
   Architecture arch;
   FeatureSpec spec;
@@ -66,9 +69,10 @@ struct ModelDir {
 
 // model.json `provenance` of the shards a model is trained on: {"torch_versions": [...],
 // "triton_versions": [...]}, each the sorted set of the non-empty HardwareId versions of the
-// shards with records (community shards only with include_community, as group_by_problem).
-// Per-family template hashes ("templates", read by the hook) are not in the wire format, so
-// not written here. add_provenance merges another dataset's (diode-train --extra-data) into prov.
+// shards with records (community shards only with include_community, as group_by_problem),
+// and, when some of those shards carry Shard::templates, "templates": {template name:
+// [sha256 hex, ...]} (the union over the shards, each list sorted, unique; read by the hook).
+// add_provenance merges another dataset's (diode-train --extra-data) into prov.
 nlohmann::json dataset_provenance(const Dataset& d, bool include_community = false);
 void add_provenance(nlohmann::json& prov, const Dataset& d, bool include_community = false);
 

@@ -55,6 +55,30 @@ std::optional<std::array<int, 3>> collector_version(const std::string& collector
   return v;
 }
 
+size_t family_record_count(const Dataset& d, const std::string& family) {
+  size_t n = 0;
+  for (const Shard& s : d.shards)
+    for (const ShardRecord& r : s.records)
+      if (family_of(s.problems.at(r.problem_index).op) == family) ++n;
+  return n;
+}
+
+void require_family(const Dataset& d, const std::string& family, const std::string& what) {
+  if (family != "gemm" && family != "scaled_mm")
+    throw std::runtime_error("unknown decision family '" + family + "' (expected gemm or scaled_mm)");
+  if (family_record_count(d, family) > 0) return;
+  std::map<std::string, size_t> others;
+  for (const Shard& s : d.shards)
+    for (const ShardRecord& r : s.records) {
+      const std::string_view f = family_of(s.problems.at(r.problem_index).op);
+      ++others[f.empty() ? std::string("unknown") : std::string(f)];
+    }
+  std::string has;
+  for (const auto& [f, n] : others) has += (has.empty() ? "" : ", ") + std::to_string(n) + " " + f;
+  throw std::runtime_error(what + ": the dataset has no record of decision family '" + family + "' (it has " +
+                           (has.empty() ? std::string("no records") : has + " records") + ")");
+}
+
 std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions& opts) {
   if (!opts.hardware_key.empty() && d.hardware_key != opts.hardware_key)
     throw std::runtime_error("dataset is for hardware '" + d.hardware_key + "', expected '" +
@@ -62,7 +86,9 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
   struct Acc {
     double sum = 0;
     int ok = 0;
+    bool in_default = false;
   };
+  const auto of_family = [&](const Problem& p) { return family_of(p.op) == opts.family; };
   std::map<Problem, std::map<KernelConfig, Acc>> acc;
   size_t skipped_community = 0;
   auto used = [&](const Shard& s) { return s.producer.runner != "community" || opts.include_community; };
@@ -77,7 +103,8 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
     version[i] = collector_version(s.method.collector);
     if (!version[i] || !used(s)) continue;
     measured[i].assign(s.problems.size(), false);
-    for (const ShardRecord& r : s.records) measured[i].at(r.problem_index) = true;
+    for (const ShardRecord& r : s.records)
+      if (of_family(s.problems.at(r.problem_index))) measured[i].at(r.problem_index) = true;
     for (size_t p = 0; p < s.problems.size(); ++p) {
       if (!measured[i][p]) continue;
       auto [it, fresh] = newest.try_emplace(s.problems[p], *version[i]);
@@ -96,12 +123,14 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
       for (size_t p = 0; p < s.problems.size(); ++p)
         superseded[p] = measured[i][p] && newest.at(s.problems[p]) != *version[i];
     for (const ShardRecord& r : s.records) {
+      if (!of_family(s.problems.at(r.problem_index))) continue;
       if ((r.flags & kRecordReplayed) && !opts.include_replayed) continue;
       if (superseded.at(r.problem_index)) continue;
       // A disturbed timing is left out as if never taken: not a failure ("slower than
       // everything" to the trainer and the metrics), just no information.
       if (opts.max_spread > 0 && r.spread_above(opts.max_spread)) continue;
       Acc& a = acc[s.problems.at(r.problem_index)][r.config];
+      if (r.flags & kRecordInDefault) a.in_default = true;
       if (r.status == TimingStatus::ok && r.median_us > 0) {
         a.sum += std::log(r.median_us);
         ++a.ok;
@@ -117,6 +146,7 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
     for (auto& [c, a] : cfgs) {
       g.configs.push_back(c);
       g.log_us.push_back(a.ok ? a.sum / a.ok : std::numeric_limits<double>::quiet_NaN());
+      g.in_default.push_back(a.in_default);
     }
     if (g.ok_count() > 0) out.push_back(std::move(g));
   }
@@ -124,7 +154,7 @@ std::vector<ProblemGroup> group_by_problem(const Dataset& d, const GroupOptions&
     return a.hash != b.hash ? a.hash < b.hash : a.problem < b.problem;
   });
   if (out.empty())
-    throw std::runtime_error("dataset has no problem with an ok timing" +
+    throw std::runtime_error("dataset has no " + opts.family + " problem with an ok timing" +
                              (skipped_community ? " (" + std::to_string(skipped_community) +
                                                       " community shards left out; see --include-community)"
                                                 : std::string()));

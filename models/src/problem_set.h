@@ -21,6 +21,10 @@ struct ProblemGroup {
   // Natural log of the median time in us per config; NaN for a config that
   // never ran (compile_error / out_of_resources / timeout).
   std::vector<double> log_us;
+  // Per config: some record of it carries kRecordInDefault (the collector found it in
+  // Inductor's DEFAULT list). The DEFAULT baseline of a scaled_mm problem
+  // (inductor_default.h) is read from it.
+  std::vector<bool> in_default;
   // From another hardware's dataset (diode-train --extra-data): trained on when its problem
   // hash falls in the train split, never validated or tested (split.h), so the numbers a
   // model is judged by stay its own hardware's, and a held-out problem's twin on the other
@@ -32,6 +36,9 @@ struct ProblemGroup {
 };
 
 struct GroupOptions {
+  // The decision family whose records are used (diode::family_of(problem.op)); records of
+  // other families are left out, as if absent.
+  std::string family = "gemm";
   // The hardware the caller trains/validates for; empty = take the dataset's.
   std::string hardware_key;
   // Shards whose producer.runner is "community" are left out unless asked for
@@ -57,7 +64,14 @@ uint64_t problem_hash(const Problem& p);
 // string (version 1 shards, community datasets, other producers).
 std::optional<std::array<int, 3>> collector_version(const std::string& collector);
 
-// Groups the records of `d` by problem. Records flagged as replayed are
+// The number of records of `d` whose problem is of decision family `family`.
+size_t family_record_count(const Dataset& d, const std::string& family);
+
+// Throws std::runtime_error "<what>: the dataset has no record of decision family '<family>'
+// ..." when family_record_count(d, family) is 0; `what` names the dataset (its path).
+void require_family(const Dataset& d, const std::string& family, const std::string& what);
+
+// Groups the records of `d` of family opts.family by problem. Records flagged as replayed are
 // dropped (they were not measured). A problem measured by several versions of
 // torch_diode.collect (re-collected after a fix) takes only the records of the
 // newest version's shards: each version fixes measurement defects of the ones

@@ -456,6 +456,11 @@ std::string index_html(const Evaluation& ev, const std::vector<std::string>& ran
     << "</span> &middot; <b>hardware</b> <span data-key=\"hardware_key\">" << escape(hw)
     << "</span> &middot; <b>problems</b> <span data-key=\"problems\">" << ev.problems.size() << "</span>";
   if (context.contains("split")) h << " (" << escape(context_str(context, "split", "")) << " split)";
+  // A non-GEMM decision family (context "family", absent for gemm) names what the baselines are.
+  if (context.contains("family") && context_str(context, "family", "gemm") == "scaled_mm")
+    h << "</p>\n<p><b>decision family</b> <span data-key=\"family\">scaled_mm</span>: FP8 torch._scaled_mm; "
+         "\"cuBLAS alone\" is ATen's _scaled_mm record (cuBLASLt), Inductor DEFAULT the fastest of the Triton "
+         "choices the collector flagged in_default";
   h << "</p>\n<table><tr><th>geomean regret over " << ev.problems.size()
     << " problems (lower is better; 1.0000 = always the fastest)</th><th>geomean</th><th>p90</th></tr>\n";
   auto row = [&](const std::string& name, const std::string& key, const nlohmann::json& st, bool big) {

@@ -5,6 +5,11 @@
 // with shared-memory-limited occupancy, warp/register and pipelining
 // efficiency, a per-config hidden factor, and log-normal measurement noise),
 // so ranking is non-trivial but learnable from the features.
+// With family "scaled_mm" the problems are FP8 torch._scaled_mm calls (float8_e4m3fn
+// operands, bfloat16 out, b column-major, tensor-wise or row-wise scales) with the
+// EXHAUSTIVE triton::mm tiles, each with and without fast accumulation, plus one
+// "aten" (cuBLASLt) record; the DEFAULT tiles' records are flagged in_default, as the
+// collector flags them.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +19,7 @@
 namespace diode::models {
 
 struct SynthOptions {
+  std::string family = "gemm";  // decision family of the problems: gemm or scaled_mm
   uint64_t seed = 1;
   int problems = 200;
   int shards = 2;           // problems are dealt round-robin over shards

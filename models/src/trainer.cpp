@@ -204,6 +204,10 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
   if (o.activation != "silu" && o.activation != "relu") throw std::invalid_argument("activation: silu or relu");
   if (o.average_epochs < 0 || o.average_epochs > o.epochs)
     throw std::invalid_argument("average_epochs must be in 0 .. epochs");
+  family_feature_names(o.family);  // throws std::invalid_argument for an unknown family
+  for (const auto& g : groups)
+    if (family_of(g.problem.op) != o.family)
+      throw std::invalid_argument("training family '" + o.family + "' got a problem of op '" + g.problem.op + "'");
   at::set_num_threads(1);  // determinism, and one core per rank
 
   // ---- data: this rank's training problems, validation problems ----------
@@ -215,6 +219,7 @@ TrainResult train(const std::vector<ProblemGroup>& groups, const std::string& ha
     throw std::runtime_error(std::to_string(train_idx.size()) + " training problems cannot feed " +
                              std::to_string(comm.size()) + " ranks (each needs at least one)");
   FeatureSpec spec;
+  spec.family = o.family;
   spec.sm_count = sm_count;
   std::vector<GroupRows> rows = build_rows(groups, mine, spec);
   fit_normalisation_distributed(spec, rows, comm);

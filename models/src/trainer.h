@@ -29,6 +29,9 @@ Loss parse_loss(const std::string& s);  // throws std::invalid_argument
 const char* to_string(Loss l);
 
 struct TrainOptions {
+  // The decision family trained: the groups must be of it (group_by_problem with
+  // GroupOptions::family) and the feature spec is its (FeatureSpec::family).
+  std::string family = "gemm";
   uint64_t seed = 1;
   int epochs = 150;  // recipe search on 193 real H100 problems (docs/training.md): 30 was clearly worse
   int hidden = 64, blocks = 2;

@@ -12,8 +12,8 @@ candidate's worst validation GEMM read 1.196x cuBLAS at the margin 0.05 that sui
 docs/decisions/010), so one global default either costs the safe models speed or lets an
 unsafe one through.
 
-The choice is bench/aten_margin_choice.py's rule on this one model (one definition: its
-`choose`, on bench/predict_aten_margin.py's replay): the smallest margin of the grid whose
+The choice is bench/aten_margin_choice.py's rule on this one model (one definition:
+torch_diode/aten_margin.py's `choose` on its replay, `replay_rows`): the smallest margin of the grid whose
 worst validation GEMM is within `--bound` x cuBLAS alone (default 1.10, issue 20's bound).
 With `--rule every_member` the replay asks every ensemble member alone to predict the Triton
 pick faster by the margin (the hook's aten_rule "every_member"), and the margin is chosen for
@@ -30,13 +30,9 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-from aten_margin_choice import check_bound_and_spread, choose  # noqa: E402
-from predict_aten_margin import MARGINS, RULES, margin_row, read_split_list, replay_rows  # noqa: E402
-from torch_diode.model import MAX_ATEN_MARGIN, load_model_dir  # noqa: E402
+from torch_diode.aten_margin import (MARGINS, RULES, check_bound_and_spread, choose, margin_row, read_split_list,
+                                    replay_rows)
+from torch_diode.model import MAX_ATEN_MARGIN, load_model_dir
 
 
 def selection_for(model_dir: str, dataset: str, split_list: str, bound: float, max_spread: float,

@@ -27,6 +27,13 @@
 #      model.json, weights.msgpack), and KEYS/root.pub is copied to bundles/root.pub
 # then `diode verify` runs again on every shipped bundle against the shipped root.pub.
 #
+# A decision family other than gemm (scaled_mm) ships its own bundle, one model per bundle,
+# in python/torch_diode/bundles/KEY/families/FAMILY/N/ (docs/bundle-format.md, Decision
+# families). --family-model FAMILY=DIR signs such a model, trained and validated already
+# (its model.json names the family and the hardware key): `diode publish` puts it in
+# REGISTRY/KEY/families/FAMILY/N, `diode verify --family FAMILY` checks it, and it replaces
+# the package's bundles/KEY/families/FAMILY/. A GEMM release keeps the shipped families/.
+#
 # A hardware whose training, validation or publication fails keeps what the package
 # shipped before (untouched) and the script exits 1 after the summary: a partial release
 # is never silent. Nothing is faked: a dataset too small for the trainer is reported.
@@ -85,6 +92,10 @@
 #                       key after the old key directory was lost (docs/operations.md, Release
 #                       root key): every shipped bundle must chain to the one root.pub shipped.
 #                       The committed validate results stay as they are (the model is the same)
+#   --family-model FAMILY=DIR
+#                       also sign and ship the model directory DIR of decision family FAMILY
+#                       (repeatable; above). Its hardware key is the one in its model.json
+#   --no-gemm           train and ship no GEMM model (with --family-model: ship only those)
 #   --dry-run           print the commands, run nothing
 #
 # Versions keep growing across registries: a registry that holds no version of a hardware at
@@ -97,7 +108,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 keys="" registry="${DIODE_RELEASE_REGISTRY:-$HOME/.local/share/diode/release-registry}"
 build="${DIODE_BUILD_DIR:-$repo/build}" work="${TMPDIR:-/tmp}/diode-release"
 np=2 epochs=150 seed=1 seeds="" ensemble=0 prefilter="" add_prefilter="" days=365 train_args="${DIODE_TRAIN_ARGS:-}" dry=0 gate=1 resign=0 aten_rule=mean
-hardware=() tested=() shipped="" datasets="$repo/datasets" results="$repo/python/release/validate"
+hardware=() tested=() shipped="" family_models=() no_gemm=0 datasets="$repo/datasets" results="$repo/python/release/validate"
 while (($#)); do
   case $1 in
     --keys) keys=$2; shift 2 ;;
@@ -122,6 +133,8 @@ while (($#)); do
     --no-gate) gate=0; shift ;;
     --aten-rule) aten_rule=$2; shift 2 ;;
     --resign) resign=1; shift ;;
+    --family-model) family_models+=("$2"); shift 2 ;;
+    --no-gemm) no_gemm=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "release_bundles: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -164,12 +177,20 @@ fi
 # (.ci/setup), else python3 (a bare one may have no torch; the gate-kept branch then says so).
 py=${PYTHON:-python3}
 if [ -z "${PYTHON:-}" ] && [ -x "$repo/.venv/bin/python" ]; then py="$repo/.venv/bin/python"; fi
-if ((${#hardware[@]} == 0)); then
+for fm in "${family_models[@]}"; do
+  [[ $fm =~ ^([a-z_]+)=(.+)$ ]] || die "--family-model takes FAMILY=DIR (e.g. scaled_mm=/tmp/fp8-model), got '$fm'"
+  [ "${BASH_REMATCH[1]}" != gemm ] || die "--family-model gemm: the GEMM model is trained here (drop --no-gemm)"
+  [ -f "${BASH_REMATCH[2]}/model.json" ] || die "--family-model $fm: no ${BASH_REMATCH[2]}/model.json"
+done
+if ((no_gemm)); then
+  ((${#family_models[@]})) || die "--no-gemm ships nothing without --family-model"
+  hardware=()
+elif ((${#hardware[@]} == 0)); then
   for d in "$datasets"/*/; do
     ls "$d"*.msgpack.gz >/dev/null 2>&1 && hardware+=("$(basename "$d")")
   done
 fi
-((${#hardware[@]})) || die "no $datasets/<hardware>/ with shards"
+((${#hardware[@]} || no_gemm)) || die "no $datasets/<hardware>/ with shards"
 
 shipped="${shipped:-$repo/python/torch_diode/bundles}"
 run() { echo "+ $*" >&2; ((dry)) || "$@"; }
@@ -209,14 +230,47 @@ publish_and_ship() {
   echo "$out" >&2
   version=$(sed -n 's/^published [a-z0-9-]* version \([0-9]*\) at .*/\1/p' <<<"$out")
   [ -n "$version" ] || { echo "release_bundles: cannot parse: $out" >&2; return 1; }
-  run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" >&2
+  run "$diode" verify "$registry/$hw/$version" --root-key "$keys/root.pub" --family gemm >&2
   rm -rf "$shipped/$hw.new"
   mkdir -p "$shipped/$hw.new/$version"
   for f in bundle.json roots.json model.json weights.msgpack; do
     cp "$registry/$hw/$version/$f" "$shipped/$hw.new/$version/$f"
   done
+  # The other decision families' shipped bundles stay (they are released on their own).
+  if [ -d "$shipped/$hw/families" ]; then mv "$shipped/$hw/families" "$shipped/$hw.new/families"; fi
   rm -rf "$shipped/$hw"
   mv "$shipped/$hw.new" "$shipped/$hw"
+}
+# Publish the model directory $2 of decision family $1 as the next version of its hardware
+# and family, verify it, and make it the package's only version of that family there.
+publish_family_and_ship() {
+  local family=$1 dir=$2 out fhw fdir prev v top f
+  fhw=$("$py" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["hardware_key"])
+if m.get("family", "gemm") != sys.argv[2]: sys.exit("model.json is of family %s, not %s" % (m.get("family", "gemm"), sys.argv[2]))' \
+        "$dir/model.json" "$family") || return 1
+  fdir="$shipped/$fhw/families/$family"
+  # Versions keep growing: a registry below the shipped version gets a copy of it first.
+  prev=$(newest_version "$fdir")
+  top=$(newest_version "$registry/$fhw/families/$family")
+  if [ -n "$prev" ] && { [ -z "$top" ] || ((top < prev)); }; then
+    echo "+ cp -r $fdir/$prev $registry/$fhw/families/$family/$prev   (versions keep growing)" >&2
+    ((dry)) || { mkdir -p "$registry/$fhw/families/$family" && cp -r "$fdir/$prev" "$registry/$fhw/families/$family/$prev"; }
+  fi
+  out=$(run "$diode" publish --model "$dir" --registry "$registry" --keys "$keys" --expires-days "$days" \
+        "${tested[@]}") || return 1
+  echo "$out" >&2
+  ((dry)) && return 0
+  v=$(sed -n "s/^published [a-z0-9-]* family $family version \([0-9]*\) at .*/\1/p" <<<"$out")
+  [ -n "$v" ] || { echo "release_bundles: cannot parse: $out" >&2; return 1; }
+  run "$diode" verify "$registry/$fhw/families/$family/$v" --root-key "$keys/root.pub" --family "$family" >&2 || return 1
+  rm -rf "$fdir.new"
+  mkdir -p "$fdir.new/$v"
+  for f in bundle.json roots.json model.json weights.msgpack; do
+    cp "$registry/$fhw/families/$family/$v/$f" "$fdir.new/$v/$f"
+  done
+  rm -rf "$fdir"
+  mv "$fdir.new" "$fdir"
+  done_+=("$fhw $family $v")
 }
 # The validation split's top-1 geomean of model directory $1 on dataset $2, to 4 decimals (the
 # number a joined ensemble's line in KEY.seeds.txt quotes); fails where diode validate does.
@@ -385,12 +439,17 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
   else rm -f "$results/$hw.seeds.txt"; fi
   done_+=("$hw $version")
 done
+for fm in "${family_models[@]}"; do
+  family=${fm%%=*} dir=${fm#*=}
+  echo "== $family ($dir)" >&2
+  publish_family_and_ship "$family" "$dir" || failed+=("$family $dir (publish)")
+done
 ((dry)) && exit 0
 cp "$keys/root.pub" "$shipped/root.pub"
 
 # The acceptance check: every shipped bundle verifies against the shipped root key.
 status=0
-for b in "$shipped"/*/[0-9]*/; do
+for b in "$shipped"/*/[0-9]*/ "$shipped"/*/families/*/[0-9]*/; do
   [ -d "$b" ] || continue
   if "$diode" verify "$b" --root-key "$shipped/root.pub" >/dev/null; then
     echo "verified $(realpath --relative-to="$repo" "$b")" >&2

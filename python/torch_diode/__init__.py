@@ -4,7 +4,9 @@
 (DIODE_MODEL, the hub at DIODE_HUB_URL, the local cache, or the signed model the
 package ships for known hardware, torch_diode/bundles/) and, if one is found,
 installs the Inductor hook (docs/hook.md). Set TORCH_DIODE_AUTO_INSTALL=0 to import
-without any side effect and call `torch_diode.install()` yourself.
+without any side effect and call `torch_diode.install()` yourself. The `diode` command
+(`python -m torch_diode` or the `diode` console script) never auto-installs: pulling,
+verifying or listing models must not import torch or patch Inductor.
 
 The wire format (`torch_diode.wire`) and features (`torch_diode.features`) import
 without torch: torch is only imported by the hook, and a missing torch is logged at
@@ -43,8 +45,38 @@ def __dir__():
     return sorted(set(globals()) | set(_API))
 
 
+def _is_cli_process() -> bool:
+    """True while this import is the `diode` command's own: `python -m torch_diode ...`
+    (runpy imports the package while it locates torch_diode/__main__.py, with sys.argv[0]
+    still "-m") or the `diode` console script (the __main__ module is the script that
+    sys.argv[0] names)."""
+    import os
+    import sys
+    argv = sys.argv if isinstance(getattr(sys, "argv", None), list) else []
+    if argv[:1] == ["-m"]:
+        orig = list(getattr(sys, "orig_argv", ()))
+        for i, arg in enumerate(orig):
+            if arg == "-m":
+                return orig[i + 1:i + 2] == ["torch_diode"]
+            if arg.startswith("-m"):
+                return arg[2:] == "torch_diode"
+        return False
+    if not argv or os.path.basename(argv[0]) not in ("diode", "diode.exe", "diode-script.py"):
+        return False
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if not main_file or getattr(main, "__spec__", None) is not None:
+        return False
+    try:
+        return os.path.samefile(main_file, argv[0])
+    except OSError:
+        return False
+
+
 def _auto_install() -> None:
     import os
+    if _is_cli_process():
+        return
     if os.environ.get("TORCH_DIODE_AUTO_INSTALL", "1").strip().lower() in ("0", "false", "no", "off"):
         return
     try:

@@ -1,7 +1,7 @@
 """The `diode` command of the torch-diode-fleet wheel (also `python -m torch_diode`).
 
-    diode pull [--hardware KEY|auto] [--hub URL] [--cache DIR] [--root-key HEX|FILE] [--offline]
-    diode verify BUNDLE_DIR [--root-key HEX|FILE]
+    diode pull [--hardware KEY|auto] [--hub URL] [--cache DIR] [--root-key HEX|FILE] [--offline] [--family F]
+    diode verify BUNDLE_DIR [--root-key HEX|FILE] [--family F]
     diode models list [--cache DIR] [--json]
     diode hardware [--json]
 
@@ -116,8 +116,10 @@ def cmd_pull(a: argparse.Namespace) -> int:
     cache = a.cache or sources.cache_dir()
     key, _ = _root_key(a.root_key)
     where = f"{hub} {hw}" if hub else f"cache {cache} {hw}"
+    if a.family != "gemm":
+        where += f" {a.family}"
     try:
-        r = native.pull(hub, hw, key, cache)
+        r = native.pull(hub, hw, key, cache, family=a.family)
     except Exception as e:
         raise _client_error(e, where) from None
     if r.offline:
@@ -143,50 +145,71 @@ def cmd_verify(a: argparse.Namespace) -> int:
     if not os.path.isdir(d):
         raise CliError(f"{d}: not a directory", EXIT_ERROR)
     try:
-        native.verify(d, key)
+        native.verify(d, key, family=a.family)
     except Exception as e:
         raise _client_error(e, d) from None
     s = _signed(d)
-    print(f"OK {s.get('hardware_key', '?')} version {s.get('version', '?')} expires {s.get('expires', '?')} "
-          f"root key {native.fingerprint(key)}")
+    family = s.get("family", "gemm")
+    print(f"OK {s.get('hardware_key', '?')}{'' if family == 'gemm' else ' family ' + str(family)} "
+          f"version {s.get('version', '?')} expires {s.get('expires', '?')} root key {native.fingerprint(key)}")
     return EXIT_OK
 
 
 def _cache_entries(cache: str) -> list[dict[str, Any]]:
-    """The pull cache's current bundles: <cache>/<hw>/state.json (written by the native
-    client after it verified the bundle) names the version; as `diode models list --cache`."""
+    """The pull cache's current bundles: <cache>/<hw>/state.json, and for another decision
+    family <cache>/<hw>/families/<family>/state.json (written by the native client after it
+    verified the bundle), names the version; as `diode models list --cache`."""
     from .hardware import is_valid_hardware_key
+    from .wire import FAMILIES
     out = []
     if not os.path.isdir(cache):
         return out
     for hw in sorted(os.listdir(cache)):
-        st = os.path.join(cache, hw, "state.json")
-        if not is_valid_hardware_key(hw) or not os.path.isfile(st):
+        if not is_valid_hardware_key(hw):
             continue
-        try:
-            with open(st, "rb") as f:
-                j = json.loads(f.read(4096))
-            version = int(j["highest_version"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise CliError(f"{st}: unreadable cache state ({type(e).__name__}: {e})", EXIT_ERROR) from None
-        verified = j.get("verified_at")
-        if not isinstance(verified, str):
-            import time
-            verified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(st)))
-        out.append({"hardware_key": hw, "version": version, "source": "cache", "verified_at": verified,
-                    "path": os.path.join(cache, hw, str(version))})
+        places = [("gemm", os.path.join(cache, hw))]
+        places += [(f, os.path.join(cache, hw, "families", f)) for f in FAMILIES if f != "gemm"]
+        for family, d in places:
+            entry = _cache_entry(hw, family, d)
+            if entry is not None:
+                out.append(entry)
     return out
+
+
+def _cache_entry(hw: str, family: str, d: str) -> dict[str, Any] | None:
+    """One cached bundle: <d>/state.json names its version (None when there is none)."""
+    st = os.path.join(d, "state.json")
+    if not os.path.isfile(st):
+        return None
+    try:
+        with open(st, "rb") as f:
+            j = json.loads(f.read(4096))
+        version = int(j["highest_version"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CliError(f"{st}: unreadable cache state ({type(e).__name__}: {e})", EXIT_ERROR) from None
+    verified = j.get("verified_at")
+    if not isinstance(verified, str):
+        import time
+        verified = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(st)))
+    return {"hardware_key": hw, "family": family, "version": version, "source": "cache",
+            "verified_at": verified, "path": os.path.join(d, str(version))}
 
 
 def cmd_models_list(a: argparse.Namespace) -> int:
     from .hook import sources
     cache = a.cache or sources.cache_dir()
     entries = _cache_entries(cache)
+    from .wire import FAMILIES
     for hw in sources.shipped_hardware_keys():
         c = sources.shipped_bundle(hw)
         if c is not None:
-            entries.append({"hardware_key": hw, "version": c.version, "source": "package", "verified_at": None,
-                            "path": c.path})
+            entries.append({"hardware_key": hw, "family": "gemm", "version": c.version, "source": "package",
+                            "verified_at": None, "path": c.path})
+        for family in FAMILIES:
+            f = sources.shipped_family_bundle(family, hw) if family != "gemm" else None
+            if f is not None:
+                entries.append({"hardware_key": hw, "family": family, "version": f.version, "source": "package",
+                                "verified_at": None, "path": f.path})
     if a.json:
         print(json.dumps({"cache": cache, "models": entries}, indent=2))
         return EXIT_OK
@@ -194,7 +217,10 @@ def cmd_models_list(a: argparse.Namespace) -> int:
         print(f"no models cached in {cache}", file=sys.stderr)
     for e in entries:
         how = f"verified {e['verified_at']}" if e["source"] == "cache" else "shipped in the package"
-        print(f"{e['hardware_key']}\tversion {e['version']}\t{how}\t{e['path']}")
+        # A GEMM model's line starts with its hardware key and version (as the C++ `diode`
+        # prints it); another family's has a family column after the hardware key.
+        family = "" if e["family"] == "gemm" else f"\tfamily {e['family']}"
+        print(f"{e['hardware_key']}{family}\tversion {e['version']}\t{how}\t{e['path']}")
     return EXIT_OK
 
 
@@ -226,6 +252,13 @@ def cmd_hardware(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- parser
 
+def _family_arg(value: str) -> str:
+    from .wire import FAMILIES
+    if value not in FAMILIES:
+        raise argparse.ArgumentTypeError(f"unknown decision family {value!r} (known: {', '.join(FAMILIES)})")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -249,18 +282,26 @@ def _parser() -> argparse.ArgumentParser:
                                     "~/.cache/diode)")
     pl.add_argument("--root-key", help=key_help)
     pl.add_argument("--offline", action="store_true", help="use the cache only")
+    pl.add_argument("--family", default="gemm", type=_family_arg,
+                    help="decision family of the model (default gemm; another family's bundle comes from "
+                         "/v1/models/<hw>/families/<family>/ and is cached under <cache>/<hw>/families/<family>/)")
     pl.set_defaults(func=cmd_pull)
 
     v = sub.add_parser("verify", help="verify a bundle directory (signatures, root chain, hashes, expiry)",
                        formatter_class=fmt, epilog=EXIT_CODES)
     v.add_argument("bundle_dir", metavar="BUNDLE_DIR", help="bundle directory (bundle.json, roots.json, files)")
     v.add_argument("--root-key", help=key_help)
+    v.add_argument("--family", default=None, type=_family_arg,
+                   help="also require this decision family (default: any; a bundle.json without one is gemm)")
     v.set_defaults(func=cmd_verify)
 
     m = sub.add_parser("models", help="models in the local cache and the package")
     msub = m.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
     ml = msub.add_parser("list", help="list the pull cache's current bundles and the models shipped in the package",
-                         formatter_class=fmt, epilog=EXIT_CODES)
+                         formatter_class=fmt, epilog=EXIT_CODES,
+                         description="One line per bundle: hardware key, version, when verified (or shipped), "
+                                     "directory. A decision family other than gemm has a 'family F' column after "
+                                     "the hardware key; --json gives every entry's 'family'.")
     ml.add_argument("--cache", help="pull cache to list (default $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or "
                                     "~/.cache/diode)")
     ml.add_argument("--json", action="store_true", help="print JSON")

@@ -1,15 +1,21 @@
 """Feature extraction, mirroring shared/src/features.cpp exactly.
 
 The C++ definition is the reference; tests/python/test_features_golden.py
-checks this module against the vectors C++ wrote to tests/golden/features.json.
+checks this module against the vectors C++ wrote to tests/golden/features.json
+(GEMM) and tests/golden/features_scaled_mm.json (scaled_mm).
 Arithmetic is done in float64 and rounded to float32 at the end, as in C++.
+
+Each decision family (shared/schema/contracts.json "families") has its own
+feature names: "gemm" the base names, "scaled_mm" the base names (computed the
+same way, dtype_bytes 1 for float8) followed by scale_rowwise and fast_accum.
+The template one-hot block follows the family's names in both.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from .wire import KernelConfig, Problem, WireError
+from .wire import KernelConfig, Problem, WireError, family_of
 
 SPEC_VERSION = 1
 
@@ -22,7 +28,13 @@ BASE_FEATURE_NAMES = (
     "log2_k_iters", "log2_tile_intensity",
 )
 
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+# The decision families with a feature definition, and each one's names before the template block.
+FAMILY_FEATURE_NAMES = {
+    "gemm": BASE_FEATURE_NAMES,
+    "scaled_mm": BASE_FEATURE_NAMES + ("scale_rowwise", "fast_accum"),
+}
+
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
 
 
 @dataclass
@@ -32,14 +44,21 @@ class FeatureSpec:
     sm_count: int = 132
     mean: list[float] = field(default_factory=list)
     stddev: list[float] = field(default_factory=list)
+    # The decision family ("gemm" or "scaled_mm"); in to_json only when not "gemm".
+    family: str = "gemm"
 
     @property
     def names(self) -> list[str]:
-        return list(BASE_FEATURE_NAMES) + [f"template={t}" for t in self.templates]
+        if self.family not in FAMILY_FEATURE_NAMES:
+            raise ValueError(f"unknown decision family {self.family!r} (expected gemm or scaled_mm)")
+        return list(FAMILY_FEATURE_NAMES[self.family]) + [f"template={t}" for t in self.templates]
 
     def to_json(self) -> dict:
-        return {"version": SPEC_VERSION, "names": self.names, "templates": list(self.templates),
-                "sm_count": self.sm_count, "mean": list(self.mean), "stddev": list(self.stddev)}
+        j = {"version": SPEC_VERSION, "names": self.names, "templates": list(self.templates),
+             "sm_count": self.sm_count, "mean": list(self.mean), "stddev": list(self.stddev)}
+        if self.family != "gemm":
+            j["family"] = self.family
+        return j
 
     @classmethod
     def from_json(cls, j: dict) -> "FeatureSpec":
@@ -50,8 +69,13 @@ class FeatureSpec:
                 raise WireError(f"feature_spec: missing field '{key}'")
         if j["version"] != SPEC_VERSION:
             raise WireError(f"feature_spec: unsupported feature spec version (this build reads version {SPEC_VERSION})")
+        family = j.get("family", "gemm")
+        if not isinstance(family, str):
+            raise WireError("feature_spec: field 'family' must be a string")
+        if family not in FAMILY_FEATURE_NAMES:
+            raise WireError(f"feature_spec: unknown family {family!r:.80} (this build knows gemm and scaled_mm)")
         spec = cls(list(j["templates"]), int(j["sm_count"]), [float(x) for x in j["mean"]],
-                   [float(x) for x in j["stddev"]])
+                   [float(x) for x in j["stddev"]], family)
         if list(j["names"]) != spec.names:
             raise WireError("feature_spec: feature names differ from this build's definition")
         n = len(spec.names)
@@ -76,7 +100,12 @@ def _f32(x: float) -> float:
 
 
 def raw_features(spec: FeatureSpec, p: Problem, c: KernelConfig) -> list[float]:
-    """Unnormalised features, each rounded to float32 like the C++ vector<float>."""
+    """Unnormalised features, each rounded to float32 like the C++ vector<float>.
+    Raises ValueError when p's op is not of spec.family."""
+    fam = family_of(p.op)
+    if fam != spec.family:
+        raise ValueError(f"features: problem op {p.op!r} is of family {fam!r}, "
+                         f"the feature spec is of family {spec.family!r}")
     m, n, k, b = float(p.m), float(p.n), float(p.k), float(p.batch)
     in_bytes, out_bytes = float(_DTYPE_BYTES[p.dtype_a]), float(_DTYPE_BYTES[p.dtype_out])
     flops = 2.0 * b * m * n * k
@@ -101,6 +130,8 @@ def raw_features(spec: FeatureSpec, p: Problem, c: KernelConfig) -> list[float]:
         _ceil_div(m, bm) * bm / m - 1.0, _ceil_div(n, bn) * bn / n - 1.0, k_iters * bk / k - 1.0,
         _lg(k_iters), math.log2(tile_intensity),
     ]
+    if spec.family == "scaled_mm":
+        v += [1.0 if p.scale == "row" else 0.0, 1.0 if c.use_fast_accum else 0.0]
     v += [1.0 if c.template == t else 0.0 for t in spec.templates]
     return [_f32(x) for x in v]
 

@@ -36,6 +36,8 @@ triton_heuristics_module()     module holding CUDAConfigHeuristic (template_heur
 size_hint_stub()               context manager: a V.graph stand-in so config heuristics run without
                                a graph (CPU enumeration, tests)
 gemm_template_source(kind)     Jinja source of Inductor's Triton mm / bmm template (collector v2)
+template_hashes(names=None)    sorted (name, sha256 hex) of those sources ("triton_mm", "triton_bmm"):
+                               a shard's `templates` (the sources its kernels were rendered from)
 mm_operand_indices(inputs)     positions of mat1 / mat2 among MMKernelInputs' nodes
 ktc_built_choice(ktc)          the ChoiceCaller a KTC already built, or None
 """
@@ -471,6 +473,25 @@ def gemm_template_source(kind: str) -> str:
     if not m:
         raise UnsupportedTorch(f"cannot find the source of Inductor's {_TEMPLATE_VARS[kind]} in {mod.__file__}")
     return m.group(1)
+
+
+TEMPLATE_NAMES = {"mm": "triton_mm", "bmm": "triton_bmm"}   # gemm_template_source kind -> template name
+
+
+def template_hashes(names=None) -> tuple[tuple[str, str], ...]:
+    """Sorted (template name, sha256 hex of its UTF-8 source) of Inductor's Triton GEMM
+    templates in the running torch (gemm_template_source): "triton_bmm" and "triton_mm", or
+    only those in `names`. The collector writes these into a shard's `templates`, so data
+    rendered from a changed template can be told apart. A name that is not a GEMM template
+    raises ValueError; a template this torch lacks raises UnsupportedTorch."""
+    import hashlib
+    kinds = {v: k for k, v in TEMPLATE_NAMES.items()}
+    wanted = sorted(kinds) if names is None else sorted(set(names))
+    unknown = [n for n in wanted if n not in kinds]
+    if unknown:
+        raise ValueError(f"unknown template name(s) {', '.join(unknown)} (known: {', '.join(sorted(kinds))})")
+    return tuple((n, hashlib.sha256(gemm_template_source(kinds[n]).encode("utf-8")).hexdigest())
+                 for n in wanted)
 
 
 def mm_operand_indices(kernel_inputs) -> tuple[int, int]:

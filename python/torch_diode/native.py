@@ -119,6 +119,15 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.diode_client_pull.restype = c.c_int
     lib.diode_client_verify.argtypes = [c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t]
     lib.diode_client_verify.restype = c.c_int
+    # The family entry points (decision families other than gemm) are optional: a library
+    # built before them still serves GEMM bundles, and asking it for a family says so.
+    if hasattr(lib, "diode_client_pull_family"):
+        lib.diode_client_pull_family.argtypes = [c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p,
+                                                 c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
+        lib.diode_client_pull_family.restype = c.c_int
+    if hasattr(lib, "diode_client_verify_family"):
+        lib.diode_client_verify_family.argtypes = [c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.c_size_t]
+        lib.diode_client_verify_family.restype = c.c_int
     lib.diode_client_version.argtypes = []
     lib.diode_client_version.restype = c.c_char_p
     v = lib.diode_client_version().decode()
@@ -177,27 +186,47 @@ def version() -> str:
     return load_library().diode_client_version().decode()
 
 
-def pull(hub_url: Optional[str], hardware_key: str, root_pubkey: str | os.PathLike,
-         cache_dir: Optional[str | os.PathLike] = None) -> PullResult:
-    """Fetches, verifies and caches the current bundle for ``hardware_key``.
+def _family_fn(lib: ctypes.CDLL, name: str):
+    fn = getattr(lib, name, None)
+    if fn is None:
+        raise NativeClientUnavailable(f"libdiode_client.so ({version()}) has no {name}: it predates decision "
+                                      "families other than gemm; rebuild or reinstall it")
+    return fn
 
-    ``hub_url`` None or "" uses the cache only. Raises DiodeClientError with the
-    C client's precise message when the bundle is rejected or unavailable."""
+
+def pull(hub_url: Optional[str], hardware_key: str, root_pubkey: str | os.PathLike,
+         cache_dir: Optional[str | os.PathLike] = None, family: str = "gemm") -> PullResult:
+    """Fetches, verifies and caches the current bundle of decision ``family`` for ``hardware_key``.
+
+    ``hub_url`` None or "" uses the cache only. A family other than gemm is the bundle
+    at ``<hw>/families/<family>/`` (cached under the same path). Raises DiodeClientError
+    with the C client's precise message when the bundle is rejected or unavailable."""
     lib = load_library()
     out = ctypes.create_string_buffer(_PATH_LEN)
     err = ctypes.create_string_buffer(_ERR_LEN)
-    rc = lib.diode_client_pull(_enc(hub_url or ""), hardware_key.encode(), _enc(cache_dir), _root_key(root_pubkey), out,
-                               _PATH_LEN, err, _ERR_LEN)
+    if family == "gemm":
+        rc = lib.diode_client_pull(_enc(hub_url or ""), hardware_key.encode(), _enc(cache_dir), _root_key(root_pubkey),
+                                   out, _PATH_LEN, err, _ERR_LEN)
+    else:
+        rc = _family_fn(lib, "diode_client_pull_family")(
+            _enc(hub_url or ""), hardware_key.encode(), family.encode(), _enc(cache_dir), _root_key(root_pubkey), out,
+            _PATH_LEN, err, _ERR_LEN)
     message = err.value.decode(errors="replace")
     if rc not in (OK, OK_OFFLINE):
         raise DiodeClientError(rc, message)
     return PullResult(pathlib.Path(os.fsdecode(out.value)), rc == OK_OFFLINE, message)
 
 
-def verify(bundle_dir: str | os.PathLike, root_pubkey: str | os.PathLike) -> None:
-    """Verifies a bundle directory on its own; raises DiodeClientError if it is rejected."""
+def verify(bundle_dir: str | os.PathLike, root_pubkey: str | os.PathLike, family: Optional[str] = None) -> None:
+    """Verifies a bundle directory on its own; raises DiodeClientError if it is rejected.
+
+    ``family`` given: the bundle's signed family (absent: gemm) must also be that one."""
     lib = load_library()
     err = ctypes.create_string_buffer(_ERR_LEN)
-    rc = lib.diode_client_verify(_enc(bundle_dir), _root_key(root_pubkey), err, _ERR_LEN)
+    if family is None:
+        rc = lib.diode_client_verify(_enc(bundle_dir), _root_key(root_pubkey), err, _ERR_LEN)
+    else:
+        rc = _family_fn(lib, "diode_client_verify_family")(_enc(bundle_dir), family.encode(), _root_key(root_pubkey),
+                                                           err, _ERR_LEN)
     if rc != OK:
         raise DiodeClientError(rc, err.value.decode(errors="replace"))

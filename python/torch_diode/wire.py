@@ -1,9 +1,12 @@
-"""The diode wire format, version 2 (docs/wire-format.md), in Python.
+"""The diode wire format, version 3 (docs/wire-format.md), in Python.
 
-Encoders write version 2; decoders read versions 1 and 2 (they differ only in
-the shard body: version 2 adds `method` and `problem_wall_s`). A decoded
-shard keeps its version in `Shard.wire_version`, so re-encoding a version 1
-shard reproduces its bytes and its hash.
+Decoders read versions 1 to 3. Version 2 adds the shard's `method` and
+`problem_wall_s`; version 3 adds `Problem.scale` (a 14th problem field) and
+`Shard.templates`. Encoders write version 2 whenever nothing needs version 3
+(every problem a GEMM op with scale "none", no templates), so those bytes are
+exactly the version 2 ones, and version 3 otherwise. A decoded shard keeps its
+version in `Shard.wire_version`, so re-encoding a version 1 shard reproduces
+its bytes and its hash.
 
 Encoding is canonical and byte-identical to the C++ encoder in
 shared/src/wire.cpp; tests/python/test_wire_golden.py checks that against the
@@ -20,7 +23,8 @@ from typing import Any, Callable
 
 import msgpack
 
-VERSION = 2  # written by the encoders
+VERSION = 2  # written by the encoders when nothing needs version 3
+MAX_VERSION = 3  # the newest version: the decoders read MIN_VERSION..MAX_VERSION
 MIN_VERSION = 1  # the oldest version the decoders read
 INT64_MAX = (1 << 63) - 1
 MAX_MESSAGE_BYTES = 256 << 20
@@ -29,9 +33,18 @@ MAX_PROBLEMS = 65536
 MAX_RECORDS = 4_000_000
 MAX_EXTRA = 16
 MAX_DIM = 1 << 31
+MAX_TEMPLATES = 64  # Shard.templates entries
+MAX_TEMPLATE_NAME = 128  # bytes
 
-OPS = ("mm", "addmm", "bmm", "baddbmm")
-DTYPES = ("float16", "bfloat16", "float32")
+OPS = ("mm", "addmm", "bmm", "baddbmm", "scaled_mm")
+DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3fn")
+SCALES = ("none", "tensor", "row")
+# Decision families (shared/schema/contracts.json "families"): family -> its ops.
+FAMILIES: dict[str, tuple[str, ...]] = {"gemm": ("mm", "addmm", "bmm", "baddbmm"),
+                                        "scaled_mm": ("scaled_mm",)}
+GEMM_DTYPES = ("float16", "bfloat16", "float32")  # operand and output dtypes of the gemm family
+SCALED_MM_OUT_DTYPES = ("bfloat16", "float16", "float32")
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 BIASES = ("none", "row", "column", "full")
 STATUSES = ("ok", "compile_error", "out_of_resources", "timeout")
 RUNNERS = ("inductor", "replay", "community")
@@ -42,6 +55,14 @@ FLAG_DEFAULT = 1 << 1       # the config is in Inductor's DEFAULT list for this 
 FLAG_NOT_RUNNABLE = 1 << 2  # offered, but a template the collector cannot run (status compile_error)
 FLAG_STATIC = 1 << 3        # timed as the problem's static-shape kernel (sizes as literals)
 _SHARD_ID = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
+
+
+def family_of(op: str) -> str:
+    """The decision family of an op ("gemm", "scaled_mm"); "" for an unknown op."""
+    for family, ops in FAMILIES.items():
+        if op in ops:
+            return family
+    return ""
 
 
 class WireError(ValueError):
@@ -77,6 +98,12 @@ class Problem:
     bias: str = "none"
     alpha: float = 1.0
     beta: float = 1.0
+    scale: str = "none"  # wire version 3: none (GEMM ops), tensor or row (scaled_mm)
+
+    @property
+    def needs_v3(self) -> bool:
+        """Whether the problem can only be written in wire version 3."""
+        return self.scale != "none" or family_of(self.op) != "gemm"
 
 
 @dataclass(frozen=True)
@@ -150,10 +177,20 @@ class Shard:
     # Wire version 2 only: empty, or the collector's wall seconds for each problem.
     problem_wall_s: tuple[float, ...] = ()
     # The version the shard is encoded and hashed in; decoding keeps the sender's.
+    # A version 2 shard that holds something of version 3 is written (and sealed) as version 3.
     wire_version: int = VERSION
+    # Wire version 3 only: sorted (template name, sha256 hex of the Inductor template source).
+    templates: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         self.problem_wall_s = tuple(float(w) for w in self.problem_wall_s)  # a list compares unequal
+        self.templates = tuple((str(n), str(h)) for n, h in self.templates)
+        if self.wire_version == 2 and self.needs_v3:
+            self.wire_version = 3
+
+    @property
+    def needs_v3(self) -> bool:
+        return bool(self.templates) or any(p.needs_v3 for p in self.problems)
 
     def expanded_records(self) -> list[TimingRecord]:
         return [TimingRecord(self.problems[r.problem_index], r.config, r.median_us, r.spread_us,
@@ -177,9 +214,14 @@ def _hw(h: HardwareId) -> list:
             h.triton_version]
 
 
-def _problem(p: Problem) -> list:
-    return [p.op, int(p.batch), int(p.m), int(p.n), int(p.k), p.dtype_a, p.dtype_b, p.dtype_out,
-            bool(p.trans_a), bool(p.trans_b), p.bias, float(p.alpha), float(p.beta)]
+def _problem(p: Problem, version: int = VERSION) -> list:
+    f = [p.op, int(p.batch), int(p.m), int(p.n), int(p.k), p.dtype_a, p.dtype_b, p.dtype_out,
+         bool(p.trans_a), bool(p.trans_b), p.bias, float(p.alpha), float(p.beta)]
+    return f + [p.scale] if version >= 3 else f
+
+
+def _problem_version(p: Problem) -> int:
+    return 3 if p.needs_v3 else VERSION
 
 
 def _config(c: KernelConfig) -> list:
@@ -197,21 +239,69 @@ def _producer(p: Producer) -> list:
     return [p.name, p.public_key, p.runner, p.software_version]
 
 
+def _check_template(templates: Any, i: int, path: str) -> None:
+    """Entry i of a shard's templates (0..i-1 already checked), as C++ validate_template."""
+    name, digest = templates[i]
+    _str(name, f"{path}[{i}].name", MAX_TEMPLATE_NAME)
+    _str(digest, f"{path}[{i}].sha256")
+    if not name:
+        _fail(f"{path}[{i}].name", "empty")
+    if not _SHA256_HEX.fullmatch(digest):  # (match would let a trailing "\n" through)
+        _fail(f"{path}[{i}].sha256", "expected 64 lower-case hex digits")
+    if i and templates[i - 1][0] == name:
+        _fail(f"{path}[{i}]", f"duplicate name '{name}'")
+    if i and not templates[i - 1][0].encode() < name.encode():
+        _fail(f"{path}[{i}]", "names not in sorted order")
+
+
+def check_templates(templates: Any, path: str = "shard.templates") -> tuple[tuple[str, str], ...]:
+    """Shard.templates: at most MAX_TEMPLATES (name, sha256 hex) pairs, names 1..128 bytes,
+    unique and sorted by byte value, each hash 64 lower-case hex digits."""
+    if len(templates) > MAX_TEMPLATES:
+        _fail(path, f"more than {MAX_TEMPLATES} entries")
+    for i in range(len(templates)):
+        _check_template(templates, i, path)
+    return tuple(templates)
+
+
+def write_version(s: Shard) -> int:
+    """The version a shard is encoded and hashed in: its wire_version, except that a
+    version 2 shard holding a version 3 field (a non-GEMM problem, a scale, templates)
+    is written as version 3."""
+    if s.wire_version == 2 and s.needs_v3:
+        return 3
+    return s.wire_version
+
+
 def _shard_content(s: Shard) -> list:
-    """The fields the content hash covers: 0..6 in wire version 1, 0..8 in version 2."""
+    """The fields the content hash covers: 0..6 in wire version 1, 0..8 in version 2,
+    0..9 in version 3."""
+    version = write_version(s)
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        _fail("shard.wire_version", f"unsupported wire version {s.wire_version}")
     content = [s.id, s.sweep_id, _hw(s.hardware), _producer(s.producer), int(s.created_ms),
-               [_problem(p) for p in s.problems],
+               [_problem(p, version) for p in s.problems],
                [[r.problem_index, _config(r.config), *_timing(r.median_us, r.spread_us, r.repeats,
                                                             r.status, r.flags)] for r in s.records]]
-    if s.wire_version == 1:
+    if version == 1:
         if s.method.timing or s.method.collector:
             _fail("shard.method", "cannot be written in wire version 1 (set wire_version to 2)")
         if s.problem_wall_s:
             _fail("shard.problem_wall_s", "cannot be written in wire version 1 (set wire_version to 2)")
+    if version < 3:
+        if s.templates:
+            _fail("shard.templates", f"cannot be written in wire version {version} (set wire_version to 3)")
+        for i, p in enumerate(s.problems):
+            if p.needs_v3:
+                _fail(f"shard.problems[{i}]",
+                      f"op {p.op} with scale {p.scale} cannot be written in wire version {version} "
+                      "(set wire_version to 3)")
+    if version == 1:
         return content
-    if s.wire_version != 2:
-        _fail("shard.wire_version", f"unsupported wire version {s.wire_version}")
-    return content + [[s.method.timing, s.method.collector], [float(w) for w in s.problem_wall_s]]
+    content += [[s.method.timing, s.method.collector], [float(w) for w in s.problem_wall_s]]
+    if version == 2:
+        return content
+    return content + [[[n, h] for n, h in check_templates(s.templates)]]
 
 
 def _pack(obj: Any) -> bytes:
@@ -230,6 +320,7 @@ def content_hash(s: Shard) -> bytes:
 
 def seal(s: Shard) -> Shard:
     s.sha256 = content_hash(s)
+    s.wire_version = write_version(s)
     return s
 
 
@@ -237,15 +328,17 @@ def encode(value: HardwareId | Problem | KernelConfig | TimingRecord | Shard) ->
     if isinstance(value, HardwareId):
         return _envelope("hardware", _hw(value))
     if isinstance(value, Problem):
-        return _envelope("problem", _problem(value))
+        v = _problem_version(value)
+        return _envelope("problem", _problem(value, v), v)
     if isinstance(value, KernelConfig):
         return _envelope("config", _config(value))
     if isinstance(value, TimingRecord):
-        return _envelope("record", [_problem(value.problem), _config(value.config),
+        v = _problem_version(value.problem)
+        return _envelope("record", [_problem(value.problem, v), _config(value.config),
                                     *_timing(value.median_us, value.spread_us, value.repeats,
-                                             value.status, value.flags)])
+                                             value.status, value.flags)], v)
     if isinstance(value, Shard):
-        return _envelope("shard", _shard_content(value) + [bytes(value.sha256)], value.wire_version)
+        return _envelope("shard", _shard_content(value) + [bytes(value.sha256)], write_version(value))
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
@@ -311,20 +404,38 @@ def _float(v: Any, path: str) -> float:
 
 
 def validate_problem(p: Problem, path: str = "problem") -> Problem:
+    """The problem rules, with the C++ validate_problem's messages, in its order."""
     if p.op not in OPS:
-        _fail(f"{path}.op", f"unknown op '{p.op}' (mm, addmm, bmm, baddbmm)")
+        _fail(f"{path}.op", f"unknown op '{p.op}' (mm, addmm, bmm, baddbmm, scaled_mm)")
     for name in ("dtype_a", "dtype_b", "dtype_out"):
         if getattr(p, name) not in DTYPES:
-            _fail(f"{path}.{name}", f"unknown dtype '{getattr(p, name)}' (float16, bfloat16, float32)")
+            _fail(f"{path}.{name}",
+                  f"unknown dtype '{getattr(p, name)}' (float16, bfloat16, float32, float8_e4m3fn)")
     if p.bias not in BIASES:
         _fail(f"{path}.bias", f"unknown bias '{p.bias}' (none, row, column, full)")
+    if p.scale not in SCALES:
+        _fail(f"{path}.scale", f"unknown scale '{p.scale}' (none, tensor, row)")
     has_bias = p.op in ("addmm", "baddbmm")
     if not has_bias and p.bias != "none":
         _fail(f"{path}.bias", f"op {p.op} takes no bias")
     if has_bias and p.bias == "none":
         _fail(f"{path}.bias", f"op {p.op} needs a bias layout")
-    if p.op in ("mm", "addmm") and p.batch != 1:
+    if p.op in ("mm", "addmm", "scaled_mm") and p.batch != 1:
         _fail(f"{path}.batch", f"op {p.op} needs batch 1")
+    if p.op == "scaled_mm":
+        for name in ("dtype_a", "dtype_b"):
+            if getattr(p, name) != "float8_e4m3fn":
+                _fail(f"{path}.{name}", "op scaled_mm needs float8_e4m3fn operands")
+        if p.dtype_out not in SCALED_MM_OUT_DTYPES:
+            _fail(f"{path}.dtype_out", "op scaled_mm writes bfloat16, float16 or float32")
+        if p.scale == "none":
+            _fail(f"{path}.scale", "op scaled_mm needs scale tensor or row")
+    else:
+        for name in ("dtype_a", "dtype_b", "dtype_out"):
+            if getattr(p, name) not in GEMM_DTYPES:
+                _fail(f"{path}.{name}", f"op {p.op} takes float16, bfloat16 or float32")
+        if p.scale != "none":
+            _fail(f"{path}.scale", f"op {p.op} takes scale none")
     return p
 
 
@@ -343,15 +454,16 @@ def _read_hw(v: Any, path: str) -> HardwareId:
     return h
 
 
-def _read_problem(v: Any, path: str) -> Problem:
-    f = _array(v, 13, path)
+def _read_problem(v: Any, path: str, version: int = VERSION) -> Problem:
+    f = _array(v, 14 if version >= 3 else 13, path)
     p = Problem(_str(f[0], f"{path}.op"), _uint(f[1], f"{path}.batch", 1, 1 << 20),
                 _uint(f[2], f"{path}.m", 1, MAX_DIM), _uint(f[3], f"{path}.n", 1, MAX_DIM),
                 _uint(f[4], f"{path}.k", 1, MAX_DIM), _str(f[5], f"{path}.dtype_a"),
                 _str(f[6], f"{path}.dtype_b"), _str(f[7], f"{path}.dtype_out"),
                 _bool(f[8], f"{path}.trans_a"), _bool(f[9], f"{path}.trans_b"),
                 _str(f[10], f"{path}.bias"), _float(f[11], f"{path}.alpha"),
-                _float(f[12], f"{path}.beta"))
+                _float(f[12], f"{path}.beta"),
+                _str(f[13], f"{path}.scale", 32) if version >= 3 else "none")
     return validate_problem(p, path)
 
 
@@ -409,8 +521,22 @@ def _read_timing(f: list, path: str) -> tuple:
     return median, spread, repeats, status, flags
 
 
+def _read_templates(v: Any, path: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(v, list):
+        _fail(path, f"expected array, got {_type_name(v)}")
+    if len(v) > MAX_TEMPLATES:
+        _fail(path, f"more than {MAX_TEMPLATES} entries")
+    pairs: list[tuple[str, str]] = []
+    for i, t in enumerate(v):
+        tf = _array(t, 2, f"{path}[{i}]")
+        pairs.append((_str(tf[0], f"{path}[{i}].name", MAX_TEMPLATE_NAME),
+                      _str(tf[1], f"{path}[{i}].sha256")))
+        _check_template(pairs, i, path)
+    return tuple(pairs)
+
+
 def _read_shard(v: Any, path: str, version: int = VERSION) -> Shard:
-    n = 8 if version == 1 else 10
+    n = {1: 8, 2: 10}.get(version, 11)
     if not isinstance(v, list):
         _fail(path, f"expected array, got {_type_name(v)}")
     if len(v) != n:
@@ -429,7 +555,7 @@ def _read_shard(v: Any, path: str, version: int = VERSION) -> Shard:
         _fail(f"{path}.problems", f"expected array, got {_type_name(problems_raw)}")
     if len(problems_raw) > MAX_PROBLEMS:
         _fail(f"{path}.problems", f"more than {MAX_PROBLEMS} problems")
-    problems = [_read_problem(p, f"{path}.problems[{i}]") for i, p in enumerate(problems_raw)]
+    problems = [_read_problem(p, f"{path}.problems[{i}]", version) for i, p in enumerate(problems_raw)]
     records_raw = f[6]
     if not isinstance(records_raw, list):
         _fail(f"{path}.records", f"expected array, got {_type_name(records_raw)}")
@@ -458,6 +584,9 @@ def _read_shard(v: Any, path: str, version: int = VERSION) -> Shard:
             if _float(w, f"{path}.problem_wall_s[{i}]") < 0:
                 _fail(f"{path}.problem_wall_s[{i}]", "negative wall time")
         wall = tuple(wall_raw)
+    templates: tuple[tuple[str, str], ...] = ()
+    if version >= 3:
+        templates = _read_templates(f[9], f"{path}.templates")
     digest = f[-1]
     if not isinstance(digest, bytes):
         _fail(f"{path}.sha256", f"expected bin, got {_type_name(digest)}")
@@ -465,7 +594,7 @@ def _read_shard(v: Any, path: str, version: int = VERSION) -> Shard:
         _fail(f"{path}.sha256", "expected 32 bytes")
     s = Shard(sid, _str(f[1], f"{path}.sweep_id", 128), _read_hw(f[2], f"{path}.hardware"),
               producer, _uint(f[4], f"{path}.created_ms", 0, (1 << 64) - 1), problems, records,
-              digest, method, wall, version)
+              digest, method, wall, version, templates)
     if content_hash(s) != digest:
         _fail(f"{path}.sha256", "content hash does not match (corrupted or tampered shard)")
     return s
@@ -488,18 +617,18 @@ def _open(data: bytes) -> tuple[int, str, Any]:
     if _str(f[0], "message.magic", 16) != "diode":
         _fail("message", "not a diode message (bad magic)")
     version = _uint(f[1], "message.version", 0, (1 << 64) - 1)
-    if not MIN_VERSION <= version <= VERSION:
+    if not MIN_VERSION <= version <= MAX_VERSION:
         _fail("message.version", f"unsupported wire version {version} "
-                                 f"(this build reads versions {MIN_VERSION} to {VERSION})")
+                                 f"(this build reads versions {MIN_VERSION} to {MAX_VERSION})")
     return version, _str(f[2], "message.kind", 32), f[3]
 
 
-_READERS: dict[str, Callable[[Any, str], Any]] = {
-    "hardware": _read_hw,
+_READERS: dict[str, Callable[[Any, str, int], Any]] = {
+    "hardware": lambda v, p, version: _read_hw(v, p),
     "problem": _read_problem,
-    "config": _read_config,
-    "record": lambda v, p: TimingRecord(_read_problem(_array(v, 7, p)[0], f"{p}.problem"),
-                                        _read_config(v[1], f"{p}.config"), *_read_timing(v[2:], p)),
+    "config": lambda v, p, version: _read_config(v, p),
+    "record": lambda v, p, version: TimingRecord(_read_problem(_array(v, 7, p)[0], f"{p}.problem", version),
+                                                 _read_config(v[1], f"{p}.config"), *_read_timing(v[2:], p)),
     "shard": _read_shard,
 }
 
@@ -511,9 +640,8 @@ def decode(data: bytes, expect: str | None = None) -> Any:
         _fail("message", f"expected kind '{expect}', got '{kind}'")
     if kind not in _READERS:
         _fail("message.kind", f"unknown kind '{kind}'")
-    if kind == "shard":  # the only body whose layout depends on the version
-        return _read_shard(body, kind, version)
-    return _READERS[kind](body, kind)
+    # The shard's layout and, from version 3 on, the problem's depend on the version.
+    return _READERS[kind](body, kind, version)
 
 
 def decode_shard(data: bytes) -> Shard:
@@ -530,7 +658,12 @@ def to_json(value: Any) -> Any:
                                              "use_fast_accum", "acc_type")}
         d["extra"] = dict(value.extra)
         return d
-    if isinstance(value, (HardwareId, Problem, Producer)):
+    if isinstance(value, Problem):  # "scale" only when not "none", as C++ writes it
+        d = dict(value.__dict__)
+        if value.scale == "none":
+            del d["scale"]
+        return d
+    if isinstance(value, (HardwareId, Producer)):
         return dict(value.__dict__)
     if isinstance(value, TimingRecord):
         return {"median_us": value.median_us, "spread_us": value.spread_us, "repeats": value.repeats,
@@ -544,7 +677,9 @@ def to_json(value: Any) -> Any:
                              "median_us": r.median_us, "spread_us": r.spread_us, "repeats": r.repeats,
                              "status": r.status, "flags": r.flags} for r in value.records],
                 "method": {"timing": value.method.timing, "collector": value.method.collector},
-                "problem_wall_s": list(value.problem_wall_s), "sha256": bytes(value.sha256).hex()}
+                "problem_wall_s": list(value.problem_wall_s), "sha256": bytes(value.sha256).hex(),
+                **({"templates": [{"name": n, "sha256": h} for n, h in value.templates]}
+                   if value.templates else {})}
     raise TypeError(type(value).__name__)
 
 
@@ -568,10 +703,11 @@ def record_from_json(d: dict) -> TimingRecord:
 
 
 def shard_from_json(d: dict) -> Shard:
-    """As C++ shard_from_json: wire_version, method and problem_wall_s are optional
-    (a version 2 shard without method or wall times); sha256, if present, is checked."""
+    """As C++ shard_from_json: wire_version, method, problem_wall_s and templates are
+    optional (a version 2 shard without method or wall times, or a version 3 one
+    without templates); sha256, if present, is checked."""
     version = d.get("wire_version", VERSION)
-    if isinstance(version, bool) or not isinstance(version, int) or not MIN_VERSION <= version <= VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or not MIN_VERSION <= version <= MAX_VERSION:
         _fail("shard.wire_version", f"unsupported wire version {version}")
     m = d.get("method", {"timing": "", "collector": ""})
     if set(m) != {"timing", "collector"}:
@@ -589,6 +725,11 @@ def shard_from_json(d: dict) -> Shard:
                            float(r["spread_us"]), r["repeats"], r["status"], r["flags"])
                for r in d["records"]],
               method=CollectionMethod(m["timing"], m["collector"]), problem_wall_s=wall, wire_version=version)
+    templates = d.get("templates", [])
+    for i, t in enumerate(templates):
+        if not isinstance(t, dict) or set(t) != {"name", "sha256"}:
+            _fail(f"shard.templates[{i}]", "expected an object with exactly name and sha256")
+    s.templates = check_templates(tuple((t["name"], t["sha256"]) for t in templates))
     seal(s)  # raises if a version 1 shard has a method or wall times
     if "sha256" in d and d["sha256"] != s.sha256.hex():
         _fail("shard.sha256", "does not match the content")
@@ -597,4 +738,4 @@ def shard_from_json(d: dict) -> Shard:
 
 __all__ = ["WireError", "HardwareId", "Problem", "KernelConfig", "TimingRecord", "Producer",
            "ShardRecord", "CollectionMethod", "Shard", "encode", "decode", "decode_shard", "seal", "content_hash",
-           "replace"]
+           "replace", "FAMILIES", "family_of", "write_version", "check_templates"]

@@ -1,6 +1,9 @@
 #include "diode/features.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string_view>
 
 #include "diode/error.h"
 
@@ -20,23 +23,48 @@ const std::vector<std::string>& base_feature_names() {
   return names;
 }
 
+const std::vector<std::string>& feature_families() {
+  static const std::vector<std::string> families = {"gemm", "scaled_mm"};
+  return families;
+}
+
+const std::vector<std::string>& family_feature_names(const std::string& family) {
+  static const std::vector<std::string> scaled_mm = [] {
+    std::vector<std::string> n = base_feature_names();
+    n.push_back("scale_rowwise");
+    n.push_back("fast_accum");
+    return n;
+  }();
+  if (family == "gemm") return base_feature_names();
+  if (family == "scaled_mm") return scaled_mm;
+  throw std::invalid_argument("unknown decision family '" + family + "' (expected gemm or scaled_mm)");
+}
+
 std::vector<std::string> FeatureSpec::names() const {
-  std::vector<std::string> n = base_feature_names();
+  std::vector<std::string> n = family_feature_names(family);
   for (const auto& t : templates) n.push_back("template=" + t);
   return n;
 }
 
-size_t FeatureSpec::size() const { return base_feature_names().size() + templates.size(); }
+size_t FeatureSpec::size() const { return family_feature_names(family).size() + templates.size(); }
 
 namespace {
 double lg(double x) { return std::log2(std::max(x, 1.0)); }
 double ceil_div(double a, double b) { return std::ceil(a / b); }
+// Element size of an operand dtype; float8 operands (scaled_mm) take 1 byte.
+double operand_bytes(const std::string& dtype) {
+  return dtype == "float8_e4m3fn" ? 1.0 : double(dtype_bytes(dtype));
+}
 }  // namespace
 
 void raw_features(const FeatureSpec& spec, const Problem& p, const KernelConfig& c,
                   std::vector<float>& out) {
+  const std::string_view fam = family_of(p.op);
+  if (fam != spec.family)
+    throw std::invalid_argument("features: problem op '" + p.op + "' is of family '" + std::string(fam) +
+                                "', the feature spec is of family '" + spec.family + "'");
   const double m = double(p.m), n = double(p.n), k = double(p.k), b = double(p.batch);
-  const double in_bytes = dtype_bytes(p.dtype_a), out_bytes = dtype_bytes(p.dtype_out);
+  const double in_bytes = operand_bytes(p.dtype_a), out_bytes = operand_bytes(p.dtype_out);
   const double flops = 2.0 * b * m * n * k;
   const double bytes = b * ((m * k + k * n) * in_bytes + m * n * out_bytes);
   const bool triton = c.block_m > 0 && c.block_n > 0 && c.block_k > 0;
@@ -62,6 +90,10 @@ void raw_features(const FeatureSpec& spec, const Problem& p, const KernelConfig&
       lg(k_iters), std::log2(tile_intensity)};
   static_assert(sizeof(v) / sizeof(v[0]) == 29);
   for (double x : v) out.push_back(static_cast<float>(x));
+  if (spec.family == "scaled_mm") {
+    out.push_back(p.scale == "row" ? 1.0f : 0.0f);  // scale_rowwise
+    out.push_back(c.use_fast_accum ? 1.0f : 0.0f);  // fast_accum
+  }
   for (const auto& t : spec.templates) out.push_back(c.template_id == t ? 1.0f : 0.0f);
 }
 
@@ -97,8 +129,10 @@ void fit_normalisation(FeatureSpec& spec, const std::vector<float>& raw) {
 }
 
 nlohmann::json FeatureSpec::to_json() const {
-  return {{"version", kVersion}, {"names", names()}, {"templates", templates},
-          {"sm_count", sm_count}, {"mean", mean}, {"stddev", stddev}};
+  nlohmann::json j = {{"version", kVersion}, {"names", names()}, {"templates", templates},
+                      {"sm_count", sm_count}, {"mean", mean}, {"stddev", stddev}};
+  if (family != "gemm") j["family"] = family;
+  return j;
 }
 
 FeatureSpec FeatureSpec::from_json(const nlohmann::json& j) {
@@ -109,6 +143,13 @@ FeatureSpec FeatureSpec::from_json(const nlohmann::json& j) {
   if (!j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
     bad("unsupported feature spec version (this build reads version " + std::to_string(kVersion) + ")");
   FeatureSpec s;
+  if (j.contains("family")) {
+    if (!j["family"].is_string()) bad("field 'family' must be a string");
+    s.family = j["family"].get<std::string>();
+    const auto& fams = feature_families();
+    if (std::find(fams.begin(), fams.end(), s.family) == fams.end())
+      bad("unknown family '" + s.family + "' (this build knows gemm and scaled_mm)");
+  }
   try {
     s.templates = j["templates"].get<std::vector<std::string>>();
     s.sm_count = j["sm_count"].get<uint64_t>();

@@ -87,7 +87,13 @@ json fields_json(const T& x) {
 }
 
 json to_json(const HardwareId& h) { return fields_json(h); }
-json to_json(const Problem& p) { return fields_json(p); }
+// "scale" only when it is not "none", so a GEMM problem's JSON form is the one it
+// had before scale existed.
+json to_json(const Problem& p) {
+  json j = fields_json(p);
+  if (p.scale == "none") j.erase("scale");
+  return j;
+}
 json to_json(const KernelConfig& c) { return fields_json(c); }
 json to_json(const TimingRecord& r) { return fields_json(r); }
 
@@ -98,11 +104,17 @@ json to_json(const Shard& s) {
   for (const auto& p : s.problems) problems.push_back(to_json(p));
   json records = json::array();
   for (const auto& r : s.records) records.push_back(fields_json(r));
-  return {{"wire_version", s.wire_version}, {"id", s.id}, {"sweep_id", s.sweep_id},
+  json j = {{"wire_version", s.wire_version}, {"id", s.id}, {"sweep_id", s.sweep_id},
           {"hardware", to_json(s.hardware)}, {"producer", to_json(s.producer)}, {"created_ms", s.created_ms},
           {"problems", problems}, {"records", records},
           {"method", {{"timing", s.method.timing}, {"collector", s.method.collector}}},
           {"problem_wall_s", s.problem_wall_s}, {"sha256", to_hex(s.sha256)}};
+  if (!s.templates.empty()) {  // wire version 3 only; absent when empty
+    json templates = json::array();
+    for (const auto& t : s.templates) templates.push_back(fields_json(t));
+    j["templates"] = std::move(templates);
+  }
+  return j;
 }
 
 static Problem problem_at(const json& j, const std::string& path);
@@ -151,8 +163,16 @@ static HardwareId hardware_at(const json& j, const std::string& path) {
   return h;
 }
 
+// Every field of a Problem; "scale" may be absent (then "none").
 static Problem problem_at(const json& j, const std::string& path) {
-  Problem p = fields_at<Problem>(j, path);
+  Obj o(j, path);
+  Problem p;
+  visit(p, [&](const char* name, auto& x) {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(x)>, std::string>)
+      if (&x == &p.scale && !o.has(name)) return;
+    FromJsonField{o}(name, x);
+  });
+  o.done();
   wire::validate(p, path);
   return p;
 }
@@ -175,11 +195,12 @@ TimingRecord record_from_json(const json& j) { return fields_at<TimingRecord>(j,
 Shard shard_from_json(const json& j) {
   Obj o(j, "shard");
   Shard s;
-  // wire_version, method and problem_wall_s are optional: a shard without
-  // them is a version 2 shard with no method and no wall times.
+  // wire_version, method, problem_wall_s and templates are optional: a shard
+  // without them is a version 2 shard with no method, no wall times and no
+  // templates (sealing makes it version 3 if a problem needs that).
   if (o.has("wire_version")) {
     s.wire_version = o.uint("wire_version");
-    if (s.wire_version < wire::kMinVersion || s.wire_version > wire::kVersion)
+    if (s.wire_version < wire::kMinVersion || s.wire_version > wire::kMaxVersion)
       throw WireError("shard.wire_version: unsupported wire version " + std::to_string(s.wire_version));
   }
   if (o.has("method")) {
@@ -221,7 +242,14 @@ Shard shard_from_json(const json& j) {
       if (!std::isfinite(s.problem_wall_s[i]) || s.problem_wall_s[i] < 0)
         throw WireError("shard.problem_wall_s[" + std::to_string(i) + "]: must be finite and >= 0");
   }
-  wire::seal(s);  // throws if method or wall times are set in a version 1 shard
+  if (o.has("templates")) {
+    const json& templates = o.at("templates");
+    if (!templates.is_array()) throw WireError("shard.templates: expected array");
+    for (size_t i = 0; i < templates.size(); ++i)
+      s.templates.push_back(fields_at<TemplateSource>(templates[i], "shard.templates[" + std::to_string(i) + "]"));
+    wire::validate_templates(s.templates);
+  }
+  wire::seal(s);  // throws if method, wall times or a version 3 field are set in a version 1 shard
   if (o.has("sha256")) {
     if (o.str("sha256") != to_hex(s.sha256)) throw WireError("shard.sha256: does not match the content");
   }

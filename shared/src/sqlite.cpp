@@ -82,8 +82,9 @@ std::string Stmt::blob(int col) const {
   return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(st_, col))) : std::string();
 }
 
-Db::Db(const std::string& path, int flags, std::string_view what) {
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+Db::Db(const std::string& path, int flags, std::string_view what, const std::string& vfs) {
+  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, vfs.empty() ? nullptr : vfs.c_str()) !=
+      SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     throw std::runtime_error("cannot open " + std::string(what) + path + ": " + msg);

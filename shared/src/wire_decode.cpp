@@ -14,14 +14,17 @@
 // message that is also malformed, truncated or too large anywhere is reported
 // as such; otherwise the first schema error in document order is reported.
 //
-// Versions. The envelope's version (1 or 2) decides the shard's layout: 8
+// Versions. The envelope's version (1, 2 or 3) decides the shard's layout: 8
 // fields in version 1, 10 in version 2 (`method` and `problem_wall_s` before
-// the hash). The decoded shard remembers it in Shard::wire_version.
+// the hash), 11 in version 3 (`templates` before the hash); and the problem's:
+// 13 fields before version 3, 14 from it on (`scale`). The decoded shard
+// remembers the version in Shard::wire_version.
 //
 // Content hash. While parsing, the decoder adds up the shortest encoding size
 // of every item (wire_canonical.h explains why that proves the input is
 // canonical). If it is, the hash is SHA-256 over the content array's header
-// (0x97 for the 7 content fields of version 1, 0x99 for the 9 of version 2)
+// (0x97 for the 7 content fields of version 1, 0x99 for the 9 of version 2,
+// 0x9a for the 10 of version 3)
 // and the input's own bytes of those fields; if not, the decoded shard is
 // re-encoded (content_hash) exactly as before.
 #include <openssl/evp.h>
@@ -97,22 +100,26 @@ struct Value {
 // (and the extra map) are indexed.
 enum class Node : uint8_t {
   Envelope, Shard, Hardware, Producer, Problem, Config, Extra, Record, ShardRecord, ProblemList, RecordList,
-  Method, WallList
+  Method, WallList, TemplateList, Template
 };
 
 const char* const kEnvelopeFields[] = {"magic", "version", "kind", "body"};
-// The fields of a version 2 shard. A version 1 shard has fields 0..6 and the
-// hash as its field 7 (shard_field() maps it).
+// The fields of a version 3 shard. A version 1 shard has fields 0..6 and the
+// hash as its field 7, a version 2 one fields 0..8 and the hash as its field 9
+// (shard_field() maps them).
 const char* const kShardFields[] = {"id",      "sweep_id", "hardware", "producer",       "created_ms",
-                                    "problems", "records", "method",   "problem_wall_s", "sha256"};
-constexpr uint32_t kShardHashField = 9;
+                                    "problems", "records", "method",   "problem_wall_s", "templates",
+                                    "sha256"};
+constexpr uint32_t kShardHashField = 10;
 const char* const kMethodFields[] = {"timing", "collector"};
 // The other structs' field names come from their visit() (types.h), as the encoder's.
 
 // Field i of a shard in wire `version`, as an index into kShardFields.
-constexpr uint32_t shard_field(uint64_t version, uint32_t i) { return version == 1 && i == 7 ? kShardHashField : i; }
+constexpr uint32_t shard_field(uint64_t version, uint32_t i) {
+  return (version == 1 && i == 7) || (version == 2 && i == 9) ? kShardHashField : i;
+}
 // The number of fields of a shard in wire `version`.
-constexpr uint32_t shard_fields(uint64_t version) { return version == 1 ? 8 : 10; }
+constexpr uint32_t shard_fields(uint64_t version) { return version == 1 ? 8 : version == 2 ? 10 : 11; }
 
 const char* field_name(Node node, uint32_t i, uint64_t version) {
   switch (node) {
@@ -122,10 +129,12 @@ const char* field_name(Node node, uint32_t i, uint64_t version) {
     case Node::Hardware: return field_names<HardwareId>()[i];
     case Node::Producer: return field_names<Producer>()[i];
     case Node::Problem: return field_names<Problem>()[i];
+    case Node::Template: return field_names<TemplateSource>()[i];
     case Node::Config: return field_names<KernelConfig>()[i];
     case Node::Record: return field_names<TimingRecord>()[i];
     case Node::ShardRecord: return field_names<ShardRecord>()[i];
-    case Node::Extra: case Node::ProblemList: case Node::RecordList: case Node::WallList: return nullptr;  // indexed
+    case Node::Extra: case Node::ProblemList: case Node::RecordList: case Node::WallList: case Node::TemplateList:
+      return nullptr;  // indexed
   }
   return nullptr;
 }
@@ -407,7 +416,7 @@ class Decoder {
       case Node::Record: return record(f.index, v);
       case Node::ShardRecord: return shard_record(f.index, v);
       case Node::ProblemList:
-        array(v, 13);
+        array(v, static_cast<uint32_t>(problem_fields(version_)));
         problem_ = &t_.shard->problems.emplace_back();
         return Node::Problem;
       case Node::RecordList:
@@ -423,6 +432,16 @@ class Decoder {
         t_.shard->problem_wall_s.push_back(w);
         return Node::WallList;
       }
+      case Node::TemplateList:
+        array(v, 2);
+        t_.shard->templates.emplace_back();
+        return Node::Template;
+      case Node::Template: {
+        TemplateSource& t = t_.shard->templates.back();
+        if (f.index == 0) t.name = str(v, kMaxTemplateName);
+        else t.sha256 = str(v);
+        return Node::Template;
+      }
     }
     return Node::Envelope;  // unreachable
   }
@@ -434,9 +453,9 @@ class Decoder {
         break;
       case 1: {
         const uint64_t version = uint(v, 0, kU64Max);
-        if (version < kMinVersion || version > kVersion)
+        if (version < kMinVersion || version > kMaxVersion)
           fail("unsupported wire version " + std::to_string(version) + " (this build reads versions " +
-               std::to_string(kMinVersion) + " to " + std::to_string(kVersion) + ")");
+               std::to_string(kMinVersion) + " to " + std::to_string(kMaxVersion) + ")");
         version_ = version;
         if (t_.shard) t_.shard->wire_version = version;
         break;
@@ -463,7 +482,7 @@ class Decoder {
         break;
       }
       case Node::Hardware: array(v, 10); hw_ = t_.hardware; break;
-      case Node::Problem: array(v, 13); problem_ = t_.problem; break;
+      case Node::Problem: array(v, static_cast<uint32_t>(problem_fields(version_))); problem_ = t_.problem; break;
       case Node::Config: array(v, 12); config_ = t_.config; break;
       case Node::Record: array(v, 7); break;
       default: break;
@@ -501,6 +520,11 @@ class Decoder {
                std::to_string(v.n));
         s.problem_wall_s.reserve(v.n);  // at most kMaxProblems
         return Node::WallList;
+      case 9:
+        expect(v, T::Array, "array");
+        if (v.n > kMaxTemplates) fail("more than " + std::to_string(kMaxTemplates) + " entries");
+        s.templates.reserve(v.n);
+        return Node::TemplateList;
       case kShardHashField:
         expect(v, T::Bin, "bin");
         if (v.n != 32) fail("expected 32 bytes");
@@ -564,6 +588,7 @@ class Decoder {
       case 10: x.bias = str(v); break;
       case 11: x.alpha = f64(v); break;
       case 12: x.beta = f64(v); break;
+      case 13: x.scale = str(v, 32); break;
     }
     return Node::Problem;
   }
@@ -641,7 +666,7 @@ class Decoder {
   INLINE Node record(uint32_t i, const Value& v) {
     TimingRecord& r = *t_.record;
     switch (i) {
-      case 0: array(v, 13); problem_ = &r.problem; return Node::Problem;
+      case 0: array(v, static_cast<uint32_t>(problem_fields(version_))); problem_ = &r.problem; return Node::Problem;
       case 1: array(v, 12); config_ = &r.config; return Node::Config;
       default: timing(r, i, v);
     }
@@ -700,6 +725,15 @@ class Decoder {
         break;
       }
       case Node::Record: check_timing(*t_.record, d); break;
+      case Node::Template: {
+        const auto& ts = t_.shard->templates;
+        try {
+          validate_template(ts, ts.size() - 1, std::string());
+        } catch (const WireError& e) {
+          throw SchemaError{container_path(d - 1) + e.what()};
+        }
+        break;
+      }
       case Node::ShardRecord:
         check_timing(rec_, d);
         t_.shard->records.push_back(std::move(rec_));  // leaves rec_'s strings and map empty
@@ -765,7 +799,8 @@ Sha256Digest sha256_of(uint8_t prefix, std::string_view rest) {
 
 // The canonical shard message of wire version V is
 //   94 a5 "diode" V a5 "shard" <H+1> <content fields> c4 20 <32-byte hash>
-// with H = 97 (7 content fields, V = 1) or 99 (9 content fields, V = 2), and
+// with H = 97 (7 content fields, V = 1), 99 (9 content fields, V = 2) or 9a (10
+// content fields, V = 3), and
 // the hash covers H <content fields>. Returns H and the input's span of the
 // content fields when the decoder proved the input canonical and the layout
 // is exactly that (the pointer checks are a second, independent guard); else
@@ -781,7 +816,7 @@ std::optional<CanonicalContent> canonical_content(std::string_view bytes, const 
   constexpr size_t kHead = 15;  // magic, version, kind, body header
   if (!d.canonical() || bytes.size() < kHead + kHashHead.size() + 32) return std::nullopt;
   const uint64_t version = d.version();
-  if (version < kMinVersion || version > kVersion || s.wire_version != version) return std::nullopt;
+  if (version < kMinVersion || version > kMaxVersion || s.wire_version != version) return std::nullopt;
   const auto header = static_cast<uint8_t>(0x90 + shard_fields(version) - 1);
   const size_t hash_at = bytes.size() - 32;
   if (bytes.substr(0, kMagic.size()) != kMagic || static_cast<uint8_t>(bytes[7]) != version ||

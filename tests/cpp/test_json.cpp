@@ -40,7 +40,7 @@ TEST(Json, ShardVersion2FieldsOptionalAndChecked) {
   auto v1 = j;
   v1["wire_version"] = 1;
   EXPECT_THROW(shard_from_json(v1), WireError);
-  v1["wire_version"] = 3;
+  v1["wire_version"] = 4;
   EXPECT_THROW(shard_from_json(v1), WireError);
   auto wall = j;
   wall["problem_wall_s"] = {1.0};
@@ -55,6 +55,51 @@ TEST(Json, ShardVersion2FieldsOptionalAndChecked) {
   auto method = j;
   method["method"]["extra"] = "x";
   EXPECT_THROW(shard_from_json(method), WireError);
+}
+
+TEST(Json, Version3FormsRoundTrip) {
+  auto cases = test::golden_cases();
+  // A problem's "scale" is written only when it is not "none", and read when present.
+  EXPECT_FALSE(to_json(problem_from_json(cases["problem"])).contains("scale"));
+  EXPECT_EQ(to_json(problem_from_json(cases["problem_v3"])), cases["problem_v3"]);
+  EXPECT_EQ(to_json(record_from_json(cases["record_v3"])), cases["record_v3"]);
+  auto gemm = cases["problem"];
+  gemm["scale"] = "none";
+  EXPECT_EQ(problem_from_json(gemm), problem_from_json(cases["problem"]));
+  gemm["scale"] = "row";
+  EXPECT_THROW(problem_from_json(gemm), WireError);
+  // A shard's "templates" is written only when there are some.
+  EXPECT_FALSE(to_json(shard_from_json(cases["shard"])).contains("templates"));
+  const Shard v3 = shard_from_json(cases["shard_v3"]);
+  EXPECT_EQ(v3.wire_version, 3u);
+  EXPECT_EQ(v3.templates.size(), 2u);
+  EXPECT_EQ(to_json(v3), cases["shard_v3"]);
+  auto bad = cases["shard_v3"];
+  bad["templates"][0]["sha256"] = "XYZ";
+  try {
+    shard_from_json(bad);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "shard.templates[0].sha256: expected 64 lower-case hex digits");
+  }
+  bad = cases["shard_v3"];
+  bad["templates"][0]["extra"] = 1;
+  EXPECT_THROW(shard_from_json(bad), WireError);
+  // Templates in a version 2 shard without "wire_version" make it version 3 when sealed.
+  auto up = cases["shard"];
+  up.erase("wire_version");
+  up.erase("sha256");
+  up["templates"] = cases["shard_v3"]["templates"];
+  EXPECT_EQ(shard_from_json(up).wire_version, 3u);
+  up["wire_version"] = 1u;
+  up.erase("method");
+  up.erase("problem_wall_s");
+  try {
+    shard_from_json(up);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "shard.templates: cannot be written in wire version 1 (set wire_version to 3)");
+  }
 }
 
 TEST(Json, UnknownFieldRejected) {

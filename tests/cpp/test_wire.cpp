@@ -145,8 +145,10 @@ void expect_error(const std::string& bytes, const std::string& fragment) {
   }
 }
 
+Shard golden_shard_v3() { return shard_from_json(golden_cases().at("shard_v3")); }
+
 TEST(WireStrict, TruncatedInputAtEveryLength) {
-  for (const Shard& s : {golden_shard(), golden_shard_v1()}) {
+  for (const Shard& s : {golden_shard(), golden_shard_v1(), golden_shard_v3()}) {
     std::string bytes = wire::encode(s);
     for (size_t n = 0; n < bytes.size(); ++n) {
       EXPECT_THROW(wire::decode_shard(std::string_view(bytes).substr(0, n)), WireError) << "length " << n;
@@ -157,7 +159,7 @@ TEST(WireStrict, TruncatedInputAtEveryLength) {
 TEST(WireStrict, EveryFlippedByteIsRejectedOrStillValid) {
   // The content hash makes any accepted mutation impossible except in the hash-
   // free envelope; decoding must never crash.
-  for (const Shard& s : {golden_shard(), golden_shard_v1()}) {
+  for (const Shard& s : {golden_shard(), golden_shard_v1(), golden_shard_v3()}) {
     std::string bytes = wire::encode(s);
     size_t accepted = 0;
     for (size_t i = 0; i < bytes.size(); ++i) {
@@ -174,7 +176,7 @@ TEST(WireStrict, EveryFlippedByteIsRejectedOrStillValid) {
 }
 
 TEST(WireStrict, UnknownVersionNamed) {
-  for (uint64_t v : {0, 3, 7}) {
+  for (uint64_t v : {0, 4, 7}) {
     std::string bytes = pack_envelope([](auto& pk) { pk.pack_nil(); }, v, "shard");
     expect_error(bytes, "message.version: unsupported wire version " + std::to_string(v));
     EXPECT_THROW(wire::peek_kind(bytes), WireError) << v;
@@ -200,7 +202,7 @@ TEST(WireStrict, Version1ShardCannotCarryVersion2Fields) {
   s.problem_wall_s = {1.0, 2.0};
   EXPECT_THROW(wire::content_hash(s), WireError);
   s = golden_shard();
-  s.wire_version = 3;
+  s.wire_version = 4;
   EXPECT_THROW(wire::encode(s), WireError);
 }
 
@@ -587,6 +589,237 @@ TEST(Wire, ProblemIdentityIsTheVersion1EncodingWhateverTheCurrentVersion) {
   now[7] = id[7];
   EXPECT_EQ(now, id);  // nothing else differs
   EXPECT_EQ(wire::decode_problem(id), p);
+}
+
+// ---- wire version 3: Problem::scale, op scaled_mm, Shard::templates. The *_v3 golden
+// files are written by Python (tests/python/test_wire_golden.py checks them too).
+
+TEST(WireV3, GoldenBytesOfEveryVersion3Case) {
+  const Problem p = problem_from_json(golden_cases().at("problem_v3"));
+  std::string bytes = io::read_file(golden_path("problem_v3.msgpack"));
+  EXPECT_EQ(wire::encode(p), bytes);
+  EXPECT_EQ(wire::decode_problem(bytes), p);
+  EXPECT_EQ(p.scale, "tensor");
+  EXPECT_EQ(bytes[7], '\x03');
+
+  const TimingRecord r = record_from_json(golden_cases().at("record_v3"));
+  bytes = io::read_file(golden_path("record_v3.msgpack"));
+  EXPECT_EQ(wire::encode(r), bytes);
+  EXPECT_EQ(wire::decode_record(bytes), r);
+
+  const Shard s = golden_shard_v3();
+  bytes = io::read_file(golden_path("shard_v3.msgpack"));
+  EXPECT_EQ(wire::encode(s), bytes);
+  wire::ShardDecodeInfo info;
+  const Shard back = wire::decode_shard_with_info(bytes, info);
+  EXPECT_TRUE(info.canonical_input);
+  EXPECT_EQ(back, s);
+  EXPECT_EQ(back.wire_version, 3u);
+  EXPECT_EQ(back.problems.at(1).scale, "row");
+  ASSERT_EQ(back.templates.size(), 2u);
+  EXPECT_EQ(back.templates[0].name, "triton::mm");
+  EXPECT_EQ(bytes.substr(0, 15), std::string("\x94\xa5" "diode" "\x03\xa5" "shard" "\x9b", 15));
+  // The hash covers 0x9a (the array of the 10 content fields) + their bytes.
+  EXPECT_EQ(s.sha256, sha256(std::string("\x9a") + bytes.substr(15, bytes.size() - 15 - 34)));
+  EXPECT_EQ(family_of(back.problems[0].op), "scaled_mm");
+}
+
+TEST(WireV3, GemmContentIsWrittenInVersion2) {
+  Shard s = golden_shard();
+  EXPECT_EQ(wire::write_version(s), 2u);
+  EXPECT_EQ(wire::encode(s)[7], '\x02');
+  EXPECT_EQ(wire::encode(problem_from_json(golden_cases().at("problem")))[7], '\x02');
+  EXPECT_EQ(wire::encode(record_from_json(golden_cases().at("record")))[7], '\x02');
+  EXPECT_EQ(wire::problem_version(problem_from_json(golden_cases().at("problem_v3"))), 3u);
+}
+
+TEST(WireV3, Version2ShardWithVersion3ContentIsSealedAsVersion3) {
+  Shard s = golden_shard();
+  s.templates = {{"triton::mm", std::string(64, 'c')}};
+  EXPECT_EQ(s.wire_version, 2u);
+  EXPECT_EQ(wire::encode(s)[7], '\x03');
+  wire::seal(s);
+  EXPECT_EQ(s.wire_version, 3u);
+  EXPECT_EQ(wire::decode_shard(wire::encode(s)), s);
+  Shard p = golden_shard();
+  p.problems.push_back(problem_from_json(golden_cases().at("problem_v3")));
+  p.problem_wall_s.clear();
+  wire::seal(p);
+  EXPECT_EQ(p.wire_version, 3u);
+  EXPECT_EQ(wire::decode_shard(wire::encode(p)), p);
+}
+
+TEST(WireV3, Version1ShardCannotCarryVersion3Fields) {
+  Shard s = golden_shard_v1();
+  s.templates = {{"a", std::string(64, '0')}};
+  try {
+    wire::seal(s);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "shard.templates: cannot be written in wire version 1 (set wire_version to 3)");
+  }
+  s = golden_shard_v1();
+  s.problems[1] = problem_from_json(golden_cases().at("problem_v3"));
+  try {
+    (void)wire::encode(s);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(),
+                 "shard.problems[1]: op scaled_mm with scale tensor cannot be written in wire version 1 "
+                 "(set wire_version to 3)");
+  }
+}
+
+TEST(WireV3, FieldsOnlyInVersion3Messages) {
+  std::string v3 = io::read_file(golden_path("problem_v3.msgpack"));
+  v3[7] = '\x02';
+  EXPECT_THROW(wire::decode_problem(v3), WireError);
+  try {
+    wire::decode_problem(v3);
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "problem: expected array of 13, got 14");
+  }
+  std::string v2 = io::read_file(golden_path("problem.msgpack"));
+  v2[7] = '\x03';
+  try {
+    wire::decode_problem(v2);
+    FAIL();
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "problem: expected array of 14, got 13");
+  }
+  std::string shard = io::read_file(golden_path("shard_v3.msgpack"));
+  shard[7] = '\x02';
+  expect_error(shard, "shard: expected array of 10 (a wire version 2 shard), got 11");
+}
+
+TEST(WireV3, TemplatesAreChecked) {
+  // Replace the golden shard's templates (field 9) by hand-written ones.
+  const std::string golden = io::read_file(golden_path("shard_v3.msgpack"));
+  const Shard s = golden_shard_v3();
+  msgpack::sbuffer tbuf;
+  msgpack::packer<msgpack::sbuffer> tpk(tbuf);
+  tpk.pack_array(static_cast<uint32_t>(s.templates.size()));
+  for (const auto& t : s.templates) {
+    tpk.pack_array(2);
+    tpk.pack(t.name);
+    tpk.pack(t.sha256);
+  }
+  const std::string templates(tbuf.data(), tbuf.size());
+  const size_t at = golden.size() - 34 - templates.size();
+  ASSERT_EQ(golden.substr(at, templates.size()), templates);
+  auto with = [&](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write) {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> pk(b);
+    write(pk);
+    return golden.substr(0, at) + std::string(b.data(), b.size()) + golden.substr(golden.size() - 34);
+  };
+  const std::string h(64, '0');
+  const struct {
+    std::function<void(msgpack::packer<msgpack::sbuffer>&)> write;
+    const char* error;
+  } cases[] = {
+      {[](auto& pk) { pk.pack(std::string("x")); }, "shard.templates: expected array, got str"},
+      {[&](auto& pk) {
+         pk.pack_array(65);
+         for (int i = 0; i < 65; ++i) pk.pack(std::vector<std::string>{"a", h});
+       },
+       "shard.templates: more than 64 entries"},
+      {[](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"a"}}); }, "shard.templates[0]: expected array of 2, got 1"},
+      {[&](auto& pk) {
+         pk.pack_array(1);
+         pk.pack_array(2);
+         pk.pack(1);
+         pk.pack(h);
+       },
+       "shard.templates[0].name: expected str, got uint"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{std::string(129, 'n'), h}}); },
+       "shard.templates[0].name: string longer than 128 bytes"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"", h}}); }, "shard.templates[0].name: empty"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"a", std::string(63, '0')}}); },
+       "shard.templates[0].sha256: expected 64 lower-case hex digits"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"a", std::string(64, 'A')}}); },
+       "shard.templates[0].sha256: expected 64 lower-case hex digits"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"a", h}, {"a", h}}); },
+       "shard.templates[1]: duplicate name 'a'"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"b", h}, {"a", h}}); },
+       "shard.templates[1]: names not in sorted order"},
+      {[&](auto& pk) { pk.pack(std::vector<std::vector<std::string>>{{"triton::mm", h}}); },
+       "shard.sha256: content hash does not match"},
+  };
+  for (const auto& c : cases) {
+    const std::string bytes = with(c.write);
+    try {
+      wire::decode_shard(bytes);
+      ADD_FAILURE() << "accepted: " << c.error;
+    } catch (const WireError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(c.error, 0), 0u) << e.what();
+    }
+  }
+  // The golden list written back by hand is the golden shard.
+  EXPECT_EQ(wire::decode_shard(with([&](auto& pk) {
+              pk.pack_array(static_cast<uint32_t>(s.templates.size()));
+              for (const auto& t : s.templates) pk.pack(std::vector<std::string>{t.name, t.sha256});
+            })),
+            s);
+}
+
+// tests/golden/problem_rules.json: each problem's JSON form and the exact error (null:
+// valid); Python's test_problem_rules checks the same list.
+TEST(WireV3, ProblemRules) {
+  using nlohmann::json;
+  const json rules = json::parse(io::read_file(golden_path("problem_rules.json")));
+  ASSERT_GE(rules.at("cases").size(), 10u);
+  for (const auto& c : rules.at("cases")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    if (c.at("error").is_null()) {
+      const Problem p = problem_from_json(c.at("problem"));
+      EXPECT_EQ(wire::decode_problem(wire::encode(p)), p);
+      continue;
+    }
+    try {
+      problem_from_json(c.at("problem"));
+      ADD_FAILURE() << "accepted";
+    } catch (const WireError& e) {
+      EXPECT_EQ(std::string(e.what()), c.at("error").get<std::string>());
+    }
+    // The decoder gives the same message for the problem on the wire (version 3).
+    const json& pj = c.at("problem");
+    const std::string bytes = pack_envelope(
+        [&](auto& pk) {
+          pk.pack_array(14);
+          pk.pack(pj.at("op").get<std::string>());
+          pk.pack_uint64(pj.at("batch").get<uint64_t>());
+          pk.pack_uint64(pj.at("m").get<uint64_t>());
+          pk.pack_uint64(pj.at("n").get<uint64_t>());
+          pk.pack_uint64(pj.at("k").get<uint64_t>());
+          pk.pack(pj.at("dtype_a").get<std::string>());
+          pk.pack(pj.at("dtype_b").get<std::string>());
+          pk.pack(pj.at("dtype_out").get<std::string>());
+          pk.pack(pj.at("trans_a").get<bool>());
+          pk.pack(pj.at("trans_b").get<bool>());
+          pk.pack(pj.at("bias").get<std::string>());
+          pk.pack_double(1.5);
+          pk.pack_double(1.5);
+          pk.pack(pj.value("scale", std::string("none")));
+        },
+        3, "problem");
+    try {
+      wire::decode_problem(bytes);
+      ADD_FAILURE() << "decoder accepted";
+    } catch (const WireError& e) {
+      EXPECT_EQ(std::string(e.what()), c.at("error").get<std::string>());
+    }
+  }
+}
+
+TEST(WireV3, ProblemIdentityOfAScaledMmProblemIsItsVersion3Encoding) {
+  Problem p = problem_from_json(golden_cases().at("problem_v3"));
+  EXPECT_EQ(wire::problem_identity(p), wire::encode(p));
+  Problem q = p;
+  q.scale = "row";
+  EXPECT_NE(wire::problem_identity(p), wire::problem_identity(q));
+  EXPECT_TRUE(q < p);  // operator< covers scale ("row" < "tensor")
+  EXPECT_NE(p, q);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ needs_model_tools = pytest.mark.skipif(not all(p.exists() for p in (DIODE, TRAIN
 
 def shipped_model(hardware_key: str) -> pathlib.Path:
     """The model directory the package ships for a hardware key: its newest version."""
-    return max((ROOT / "python/torch_diode/bundles" / hardware_key).iterdir(), key=lambda p: int(p.name))
+    return max((p for p in (ROOT / "python/torch_diode/bundles" / hardware_key).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
 def run(*args, **kw) -> str:

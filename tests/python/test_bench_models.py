@@ -93,3 +93,76 @@ def test_tiny_cpu_run(tmp_path):
     res = json.loads((out / "results.json").read_text())["results"]
     plain = next(x for x in res if x["mode"] == "plain")
     assert plain["status"] == "ok" and plain["entries"][0]["correct"] is True
+
+
+def _scaled_mm_on_cpu():
+    import torch
+    try:
+        a = torch.zeros(16, 16).to(torch.float8_e4m3fn)
+        torch._scaled_mm(a, a.t(), scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0), out_dtype=torch.bfloat16)
+        return None
+    except Exception as e:  # noqa: BLE001 - a torch whose CPU build has no FP8 GEMM
+        return f"torch._scaled_mm is not supported on this CPU build: {type(e).__name__}: {e}"
+
+
+@pytest.mark.parametrize("scale", ["tensor", "row"])
+def test_fp8_linear_numerics(scale):
+    torch = pytest.importorskip("torch")
+    why = _scaled_mm_on_cpu()
+    if why:
+        pytest.skip(why)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 48, bias=True)
+    fp8 = zoo._fp8_linear_class()(lin, scale)
+    # the stored weight: float8_e4m3fn, column-major [in, out], its scales float32 of the kind asked for
+    assert fp8.weight_t.dtype == torch.float8_e4m3fn and fp8.weight_t.shape == (64, 48)
+    assert fp8.weight_t.stride() == (1, 64)
+    assert fp8.scale_b.dtype == torch.float32
+    assert fp8.scale_b.shape == (() if scale == "tensor" else (1, 48))
+    x = torch.randn(2, 5, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = fp8(x)
+        ref = lin(x.float())
+    assert y.dtype == torch.bfloat16 and y.shape == (2, 5, 48)
+    rel = float((y.float() - ref).norm() / ref.norm())
+    assert rel < 0.06, rel   # e4m3 keeps 3 mantissa bits: a few percent on both operands
+    # the dequantised weight is the weight within one e4m3 step
+    deq = fp8.weight_t.float().t() * (fp8.scale_b if scale == "tensor" else fp8.scale_b.t())
+    assert float((deq - lin.weight).abs().max()) <= float(lin.weight.abs().max()) / 8
+
+
+def test_quantise_replaces_the_decoder_linears():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    model, _ = zoo.build_model("llama3_8b", 1, torch.bfloat16, "cpu", tiny=True)
+    n = zoo.quantise_fp8(model, "tensor")
+    assert n == 7   # q, k, v, o, gate, up, down
+    kinds = {type(m).__name__ for m in model.model.layers[0].modules()}
+    assert "FP8Linear" in kinds and "Linear" not in kinds
+    assert type(model.lm_head).__name__ == "Linear"   # outside the decoder layers: as it was
+
+
+def test_fp8_cli_flag(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(zoo, "run", lambda a: seen.setdefault("dtypes", a.dtypes) and 0)
+    assert zoo.main(["run", "--fp8", "--models", "llama3_8b,bert_base", "--out", "/tmp/unused"]) == 0
+    assert seen.pop("dtypes") == ["fp8"]
+    zoo.main(["run", "--fp8", "--fp8-scale", "row", "--models", "qwen2_5_1_5b", "--out", "/tmp/unused"])
+    assert seen.pop("dtypes") == ["fp8_row"]
+    zoo.main(["run", "--dtypes", "bfloat16,fp8_row", "--models", "mistral_7b", "--out", "/tmp/unused"])
+    assert seen.pop("dtypes") == ["bfloat16", "fp8_row"]
+    for argv in (["--fp8", "--models", "bert_base"], ["--dtypes", "fp16"]):
+        with pytest.raises(SystemExit):
+            zoo.main(["run", *argv, "--out", "/tmp/unused"])
+
+
+def test_report_labels_fp8_rows(tmp_path):
+    res = [dict(result("llama3_8b", mode, [entry("prefill_8x128", us, 1.0)]), dtype="fp8")
+           for mode, us in (("plain", 100), ("diode", 90))]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"results": res}))
+    assert zoo.main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
+    table = (tmp_path / "r" / "table.md").read_text()
+    assert "| llama3_8b | FP8 e4m3 (tensor scales) | prefill_8x128 |" in table
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["rows"][0]["diode_gpu"] == pytest.approx(0.9)

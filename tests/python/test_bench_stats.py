@@ -88,7 +88,6 @@ def test_generators_are_accepted():
     ("collector_throughput", ("median", "p90", "quantile")),
     ("hook_end_to_end", ("geomean",)),
     ("models", ("geomean",)),
-    ("predict_aten_margin", ("geomean", "p90")),
 ])
 def test_bench_scripts_use_the_one_definition(module, names):
     m = importlib.import_module(module)

@@ -147,8 +147,14 @@ def test_pull_list_and_offline(lib, capsys, tmp_path):
     got = json.loads(out)
     cached = [m for m in got["models"] if m["source"] == "cache"]
     assert [(m["hardware_key"], m["version"], m["path"]) for m in cached] == [(HW, 1, str(cache / HW / "1"))]
-    pkg = {m["hardware_key"]: m["version"] for m in got["models"] if m["source"] == "package"}
+    pkg = {m["hardware_key"]: m["version"] for m in got["models"]
+           if m["source"] == "package" and m.get("family", "gemm") == "gemm"}
     assert pkg == {b.parent.name: int(b.name) for b in shipped()}
+    # Family bundles (bundles/<key>/families/<family>/<N>) are listed with their family.
+    fam = {(m["hardware_key"], m["family"], m["version"]) for m in got["models"]
+           if m["source"] == "package" and m.get("family", "gemm") != "gemm"}
+    assert fam == {(b.parents[2].name, b.parent.name, int(b.name))
+                   for b in SHIPPED.glob("*/families/*/[0-9]*") if (b / "bundle.json").is_file()}
     code, out, err = run(capsys, "models", "list", "--cache", str(cache))
     assert code == 0 and out.splitlines()[0].startswith(f"{HW}\tversion 1\tverified ")
 

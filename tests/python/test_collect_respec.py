@@ -139,7 +139,7 @@ def test_bad_since_is_refused(tmp_path, capsys, data, args, message):
 
 def test_model_top_goes_into_the_spec(tmp_path, capsys, data):
     model = ROOT / "python/torch_diode/bundles/nvidia-h100-80gb"
-    model = sorted(model.iterdir(), key=lambda d: int(d.name))[-1]
+    model = sorted((d for d in model.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))[-1]
     out = tmp_path / "s.json"
     assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "8", "--limit", "2",
                         "--model-top", "5", "--model", str(model), "--out", str(out)]) == 0
@@ -147,7 +147,7 @@ def test_model_top_goes_into_the_spec(tmp_path, capsys, data):
     assert spec.timing.model_top == 5 and spec.timing.model == str(model) and spec.timing.extra_models == ()
     # a candidate beside the shipped model (--also-model): both models' picks are timed
     other = ROOT / "python/torch_diode/bundles/nvidia-h200-144gb"
-    other = sorted(other.iterdir(), key=lambda d: int(d.name))[-1]
+    other = sorted((d for d in other.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))[-1]
     assert respec.main(["--dataset", str(data), "--before", "2.2.0", "--id", "8", "--limit", "2", "--model-top", "5",
                         "--model", str(model), "--also-model", str(other), "--out", str(out)]) == 0
     assert load_spec(str(out)).timing.extra_models == (str(other),)

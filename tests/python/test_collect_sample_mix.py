@@ -62,11 +62,11 @@ def test_bias_layouts_are_what_the_collector_takes(mix):
 
 def test_ops_cycle_and_half_dtypes_alternate(mix):
     ops = Counter(p.op for _, p in mix)
-    assert ops == {op: N // 4 for op in wire.OPS}
+    assert ops == {op: N // 4 for op in sample.GEMM_OPS}
     dtypes = Counter(p.dtype_a for _, p in mix)
     assert set(dtypes) == {"float16", "bfloat16", "float32"}
     assert abs(dtypes["float16"] - dtypes["bfloat16"]) < 0.05 * N
-    for op in wire.OPS:  # every op in every dtype
+    for op in sample.GEMM_OPS:  # every op in every dtype
         assert {p.dtype_a for _, p in mix if p.op == op} == {"float16", "bfloat16", "float32"}
 
 
@@ -121,7 +121,7 @@ def test_attention_shapes(mix):
         if k == "lognormal":
             assert not p.trans_b and p.batch & (p.batch - 1) == 0
     # the mix still carries the log-normal shapes of every op
-    assert {p.op for k, p in mix if k == "lognormal"} == set(wire.OPS)
+    assert {p.op for k, p in mix if k == "lognormal"} == set(sample.GEMM_OPS)
 
 
 def test_respects_tighter_bounds():

@@ -797,7 +797,7 @@ def test_log_line_shows_static_chased_only_when_nonzero():
 
 def test_engine_version_has_the_static_chase():
     from torch_diode.collect.engine import ENGINE_VERSION, Stats
-    assert ENGINE_VERSION == "2.6.0" and Stats().static_chased == 0 and Stats().static_model == 0
+    assert ENGINE_VERSION == "2.7.0" and Stats().static_chased == 0 and Stats().static_model == 0
 
 
 def test_static_targets_add_a_models_picks_after_the_rest():

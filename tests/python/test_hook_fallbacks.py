@@ -51,12 +51,18 @@ def make_bundle(path, version_seed=0, hardware_key=HW):
 
 
 def fake_native(monkeypatch, verify=None, pull=None):
-    """The real torch_diode.native module with its two C calls replaced."""
+    """The real torch_diode.native module with its two C calls replaced. `pull` serves the
+    GEMM model (called without `family`); the pull of another decision family's bundle
+    (family="scaled_mm") finds none, as a hub without that family answers."""
     monkeypatch.setattr(native, "load_library", lambda: None)
     if verify:
         monkeypatch.setattr(native, "verify", verify)
     if pull:
-        monkeypatch.setattr(native, "pull", pull)
+        def family_pull(url, key, root, cache_dir=None, family="gemm"):
+            if family != "gemm":
+                raise client_error("http", f"GET {url}/v1/models/{key}/families/{family}/index: 404")
+            return pull(url, key, root, cache_dir)
+        monkeypatch.setattr(native, "pull", family_pull)
     return native
 
 

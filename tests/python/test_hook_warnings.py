@@ -24,8 +24,12 @@ def fresh(hook, monkeypatch):
     return hook
 
 
-def warnings_of(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "torch_diode" and r.levelno >= logging.WARNING]
+def warnings_of(caplog, family: bool = False):
+    """The hook's WARNINGs about the GEMM model, or (family=True) about the other decision
+    families' models (sources.family_model: "no scaled_mm model ...")."""
+    return [m for m in (r.getMessage() for r in caplog.records
+                        if r.name == "torch_diode" and r.levelno >= logging.WARNING)
+            if m.startswith("torch_diode: no scaled_mm model") == family]
 
 
 def _pull_failing(monkeypatch, hub_error, cache_error=None):
@@ -104,6 +108,9 @@ def test_import_path_warns_once_per_cause_and_counts_every_time(fresh, caplog, m
     assert len(first) == 1, first
     assert f"({reason})" in first[0] and remedy in first[0], first[0]
     assert warnings_of(caplog) == first
+    # a cause that also keeps the scaled_mm model away (no native client) is warned about
+    # once for that family too, never again on the repeat
+    assert len(warnings_of(caplog, family=True)) <= 1
     assert reason in caplog.text.split(first[0], 1)[1]  # the repeat is still logged, at debug
     assert torch_diode.get_prediction_stats()["load_failures"] == {reason: 2}
 

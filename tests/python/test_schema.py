@@ -34,6 +34,11 @@ def sample_problem() -> Problem:
     return Problem("addmm", 1, 1000, 2000, 3000, "bfloat16", "float16", "float32", True, False, "row", 0.5, 2.0)
 
 
+def sample_problem_v3() -> Problem:
+    return Problem("scaled_mm", 1, 4096, 1024, 2048, "float8_e4m3fn", "float8_e4m3fn", "bfloat16", False, True,
+                   "none", 1.0, 1.0, "row")
+
+
 def sample_config() -> KernelConfig:
     return KernelConfig("triton::mm", 64, 128, 32, 8, 3, 4, True, False, True, "float32",
                         (("NUM_SMS", 132), ("k_split", -2)))
@@ -48,20 +53,38 @@ def sample_hardware() -> HardwareId:
                       "cuda 13.0", "2.11.0", "3.6.0")
 
 
+def sample_record_v3() -> TimingRecord:
+    return TimingRecord(sample_problem_v3(), sample_config(), 12.5, 0.25, 17, "ok", 0b1010)
+
+
 def sample_shard(version: int = 2) -> Shard:
     s = Shard("shard-1", "sweep-1", sample_hardware(), Producer("host/gpu0", "key", "inductor", "diode 0.1.0"),
               1764000000000, [sample_problem(), Problem()],
               [ShardRecord(1, sample_config(), 3.0, 0.5, 9, "ok", 2), ShardRecord(0, KernelConfig("aten"), 0.0, 0.0, 0,
                                                                                    "timeout", 0)],
               wire_version=version)
-    if version == 2:
+    if version >= 2:
         s.method = CollectionMethod("cuda-events", "torch_diode.collect 2.6.0")
         s.problem_wall_s = (1.5, 2.25)
+    if version == 3:
+        s.problems[1] = sample_problem_v3()
+        s.templates = (("triton::mm", "a" * 64), ("triton::scaled_mm", "0" * 64))
     return wire.seal(s)
 
 
 SAMPLES = {"hardware": sample_hardware, "problem": sample_problem, "config": sample_config,
-           "record": sample_record, "shard": sample_shard}
+           "record": sample_record, "shard": sample_shard, "problem_v3": sample_problem_v3,
+           "record_v3": sample_record_v3, "shard_v3": lambda: sample_shard(3)}
+# The JSON form leaves out a problem's scale "none" and a shard's empty templates.
+OMITTED = {"scale": "none", "templates": []}
+
+
+def kind_of(sample: str) -> str:
+    return sample.split("_")[0]
+
+
+def version_of(sample: str) -> int:
+    return WIRE["version"] if sample.endswith("_v3") else WIRE["base_version"]
 
 
 def fields(type_name: str, version: int = WIRE["version"]) -> list[dict]:
@@ -70,20 +93,22 @@ def fields(type_name: str, version: int = WIRE["version"]) -> list[dict]:
 
 # ------------------------------------------------------------------ field order
 
-def check_matches(value, form, type_name: str, path: str) -> None:
-    """`value` is a decoded msgpack item, `form` the JSON form of the same thing."""
+def check_matches(value, form, type_name: str, path: str, version: int) -> None:
+    """`value` is a decoded msgpack item of a message of wire `version`, `form` the JSON
+    form of the same thing."""
     if type_name in TYPES:
-        fs = fields(type_name)
-        if type_name == "shard":  # the JSON form of a shard has no field for a layout version
-            fs = fields(type_name, form["wire_version"])
+        fs = fields(type_name, version)
+        if type_name == "shard":
+            assert form["wire_version"] == version, path
         assert isinstance(value, list) and len(value) == len(fs), f"{path}: {value!r}"
         for item, f in zip(value, fs):
-            check_matches(item, form[f["name"]], f["type"], f"{path}.{f['name']}")
+            sub = form[f["name"]] if f["name"] in form else OMITTED[f["name"]]
+            check_matches(item, sub, f["type"], f"{path}.{f['name']}", version)
     elif type_name.startswith("array<"):
         inner = type_name[len("array<"):-1]
         assert isinstance(value, list) and len(value) == len(form), path
         for i, (item, sub) in enumerate(zip(value, form)):
-            check_matches(item, sub, inner, f"{path}[{i}]")
+            check_matches(item, sub, inner, f"{path}[{i}]", version)
     elif type_name == "bin32":
         assert isinstance(value, bytes) and len(value) == 32 and value.hex() == form, path
     elif type_name == "extra":
@@ -113,14 +138,15 @@ def test_schema_types_are_closed():
     assert set(WIRE["envelope"]["kinds"]) == set(wire._READERS)
 
 
-@pytest.mark.parametrize("kind", sorted(SAMPLES))
-def test_encoder_writes_the_schema_fields_in_order(kind):
-    value = SAMPLES[kind]()
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_encoder_writes_the_schema_fields_in_order(sample):
+    value = SAMPLES[sample]()
+    kind, version = kind_of(sample), version_of(sample)
     top = msgpack.unpackb(wire.encode(value), raw=False)
     env = WIRE["envelope"]
     assert len(top) == len(env["fields"])
-    assert top[:3] == [env["magic"], WIRE["version"], kind]
-    check_matches(top[3], wire.to_json(value), WIRE["envelope"]["kinds"][kind], kind)
+    assert top[:3] == [env["magic"], version, kind]
+    check_matches(top[3], wire.to_json(value), WIRE["envelope"]["kinds"][kind], kind, version)
     assert wire.decode(wire.encode(value), kind) == value
 
 
@@ -128,72 +154,79 @@ def test_version_1_shard_layout():
     value = sample_shard(1)
     top = msgpack.unpackb(wire.encode(value), raw=False)
     assert top[1] == WIRE["min_version"] == 1
-    check_matches(top[3], wire.to_json(value), "shard", "shard")
+    check_matches(top[3], wire.to_json(value), "shard", "shard", 1)
     assert len(top[3]) == len(fields("shard", 1))
 
 
 def test_json_form_has_the_schema_fields():
-    # The JSON form (to_json / *_from_json) names exactly the schema's fields.
-    for kind, type_name in (("hardware", "hardware"), ("problem", "problem"), ("config", "config")):
-        assert list(wire.to_json(SAMPLES[kind]())) == [f["name"] for f in TYPES[type_name]]
+    # The JSON form (to_json / *_from_json) names exactly the schema's fields, less a
+    # problem's scale "none" and a shard's empty templates.
+    for kind, type_name in (("hardware", "hardware"), ("problem", "problem"), ("config", "config"),
+                            ("problem_v3", "problem")):
+        names = [f["name"] for f in TYPES[type_name]]
+        if kind == "problem":
+            names.remove("scale")
+        assert list(wire.to_json(SAMPLES[kind]())) == names
     assert set(wire.to_json(sample_record())) == {f["name"] for f in TYPES["record"]}
-    assert set(wire.to_json(sample_shard())) == {f["name"] for f in TYPES["shard"]} | {"wire_version"}
-    for kind, loader in (("hardware", wire.hardware_from_json), ("problem", wire.problem_from_json),
-                         ("config", wire.config_from_json), ("record", wire.record_from_json),
-                         ("shard", wire.shard_from_json)):
-        value = SAMPLES[kind]()
-        assert loader(wire.to_json(value)) == value
+    assert set(wire.to_json(sample_shard())) == {f["name"] for f in TYPES["shard"]} - {"templates"} | {"wire_version"}
+    assert set(wire.to_json(sample_shard(3))) == {f["name"] for f in TYPES["shard"]} | {"wire_version"}
+    loaders = {"hardware": wire.hardware_from_json, "problem": wire.problem_from_json,
+               "config": wire.config_from_json, "record": wire.record_from_json, "shard": wire.shard_from_json}
+    for sample in SAMPLES:
+        value = SAMPLES[sample]()
+        assert loaders[kind_of(sample)](wire.to_json(value)) == value
 
 
 # ------------------------------------------------------------------ limits
 
-def _set(body: list, type_name: str, path: list[str], new) -> list:
-    """A copy of the msgpack body with the field at `path` (schema names) set to `new`."""
+def _set(body: list, type_name: str, path: list[str], new, version: int = WIRE["base_version"]) -> list:
+    """A copy of the msgpack body (of wire `version`) with the field at `path` (schema names) set to `new`."""
     body = list(body)
-    i = [f["name"] for f in fields(type_name)].index(path[0])
+    fs = fields(type_name, version)
+    i = [f["name"] for f in fs].index(path[0])
     if len(path) == 1:
         body[i] = new
     else:
-        body[i] = _set(body[i], fields(type_name)[i]["type"], path[1:], new)
+        body[i] = _set(body[i], fs[i]["type"], path[1:], new, version)
     return body
 
 
 def _limit_cases():
-    """(kind, field path, field) for every ranged or length-limited field of the
-    standalone kinds (the shard's own fields need a hash, see the shard test)."""
-    roots = {"hardware": "hardware", "problem": "problem", "config": "config", "record": "record"}
-    for kind, t in roots.items():
-        stack = [([], t)]
+    """(sample, field path, field) for every ranged or length-limited field of the
+    standalone kinds, in each version (the shard's own fields need a hash, see the shard test)."""
+    for sample in ("hardware", "problem", "config", "record", "problem_v3", "record_v3"):
+        stack = [([], kind_of(sample))]
         while stack:
             prefix, tn = stack.pop()
-            for f in fields(tn):
+            for f in fields(tn, version_of(sample)):
                 if f["type"] in TYPES:
                     stack.append((prefix + [f["name"]], f["type"]))
                 elif "range" in f or "max_bytes" in f:
-                    yield kind, prefix + [f["name"]], f
+                    yield sample, prefix + [f["name"]], f
 
 
 LIMIT_CASES = list(_limit_cases())
 
 
-def _decode_body(kind: str, body) -> None:
-    wire.decode(msgpack.packb(["diode", WIRE["version"], kind, body], use_bin_type=True), kind)
+def _decode_body(kind: str, body, version: int = WIRE["base_version"]) -> None:
+    wire.decode(msgpack.packb(["diode", version, kind, body], use_bin_type=True), kind)
 
 
-@pytest.mark.parametrize("kind,path,f", LIMIT_CASES, ids=[f"{k}.{'.'.join(p)}" for k, p, _ in LIMIT_CASES])
-def test_decoder_enforces_the_schema_limits(kind, path, f):
-    body = msgpack.unpackb(wire.encode(SAMPLES[kind]()), raw=False)[3]
+@pytest.mark.parametrize("sample,path,f", LIMIT_CASES, ids=[f"{k}.{'.'.join(p)}" for k, p, _ in LIMIT_CASES])
+def test_decoder_enforces_the_schema_limits(sample, path, f):
+    kind, version = kind_of(sample), version_of(sample)
+    body = msgpack.unpackb(wire.encode(SAMPLES[sample]()), raw=False)[3]
     where = ".".join([kind] + path)
     if "range" in f:
         lo, hi = f["range"]
         bad = [v for v in (lo - 1, hi + 1) if 0 <= v < 1 << 64]
         for v in bad:
             with pytest.raises(wire.WireError) as e:
-                _decode_body(kind, _set(body, kind, path, v))
+                _decode_body(kind, _set(body, kind, path, v, version), version)
             assert str(e.value) == f"{where}: {v} out of range [{lo}, {hi}]"
     if "max_bytes" in f:
         with pytest.raises(wire.WireError) as e:
-            _decode_body(kind, _set(body, kind, path, "x" * (f["max_bytes"] + 1)))
+            _decode_body(kind, _set(body, kind, path, "x" * (f["max_bytes"] + 1), version), version)
         assert str(e.value) == f"{where}: string longer than {f['max_bytes']} bytes"
 
 
@@ -203,7 +236,8 @@ def test_ranges_cover_the_limited_fields():
         for f in fs:
             if f["type"] == "uint":
                 assert "range" in f, (name, f["name"])
-    assert len(LIMIT_CASES) >= 15
+    assert len(LIMIT_CASES) >= 30
+    assert any(p == ["scale"] for _, p, _ in LIMIT_CASES)
 
 
 def test_shard_id_regex_and_lengths():
@@ -224,8 +258,12 @@ def test_enums_and_message_limits():
     assert list(wire.BIASES) == e["bias"]
     assert list(wire.STATUSES) == e["status"]
     assert list(wire.RUNNERS) == e["runner"]
+    assert list(wire.SCALES) == e["scale"] == ["none", "tensor", "row"]
+    assert e["op"][-1] == "scaled_mm" and e["dtype"][-1] == "float8_e4m3fn"
     lim = WIRE["limits"]
-    assert wire.VERSION == WIRE["version"] and wire.MIN_VERSION == WIRE["min_version"]
+    assert wire.MAX_VERSION == WIRE["version"] == 3 and wire.MIN_VERSION == WIRE["min_version"]
+    assert wire.VERSION == WIRE["base_version"] == 2
+    assert wire.MAX_TEMPLATES == lim["templates"]
     assert wire.MAX_MESSAGE_BYTES == lim["message_bytes"]
     assert wire.MAX_STRING == lim["string_bytes"]
     assert wire.MAX_PROBLEMS == lim["problems"]
@@ -233,6 +271,34 @@ def test_enums_and_message_limits():
     assert wire.MAX_EXTRA == lim["extra_entries"]
     (m,) = [f for f in TYPES["problem"] if f["name"] == "m"]
     assert wire.MAX_DIM == m["range"][1]
+
+
+def test_version_3_fields():
+    assert TYPES["problem"][-1] == {"name": "scale", "type": "str", "enum": "scale", "since": 3, "max_bytes": 32}
+    assert TYPES["shard"][-2] == {"name": "templates", "type": "array<template_source>", "since": 3}
+    assert TYPES["shard"][-1]["name"] == "sha256"
+    name, digest = TYPES["template_source"]
+    assert (name["name"], name["max_bytes"]) == ("name", wire.MAX_TEMPLATE_NAME)
+    assert (digest["name"], digest["regex"]) == ("sha256", wire._SHA256_HEX.pattern)
+    # The hash covers every field but the last, in each version.
+    for version in (1, 2, 3):
+        assert [f["name"] for f in fields("shard", version)][-1] == "sha256"
+        assert len(wire._shard_content(sample_shard(version))) == len(fields("shard", version)) - 1
+
+
+def test_families():
+    fam = SCHEMA["families"]
+    base = SCHEMA["features"]["base_names"]
+    assert fam == {"gemm": {"ops": ["mm", "addmm", "bmm", "baddbmm"], "features": "features.base_names"},
+                   "scaled_mm": {"ops": ["scaled_mm"], "dtypes": ["float8_e4m3fn"], "scales": ["tensor", "row"],
+                                 "features": base + ["scale_rowwise", "fast_accum"]}}
+    assert {f: list(ops) for f, ops in wire.FAMILIES.items()} == {f: v["ops"] for f, v in fam.items()}
+    listed = [op for v in fam.values() for op in v["ops"]]
+    assert sorted(listed) == sorted(WIRE["enums"]["op"])
+    for family, v in fam.items():
+        for op in v["ops"]:
+            assert wire.family_of(op) == family
+    assert set(fam["scaled_mm"]["scales"]) | {"none"} == set(WIRE["enums"]["scale"])
 
 
 def test_extra_limits():

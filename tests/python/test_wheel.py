@@ -275,7 +275,8 @@ def test_installed_wheel_diode_command(venv, tmp_path):
         assert "site-packages" in m["path"], m
         code, out, err = _diode(venv, tmp_path, "verify", m["path"])
         assert code == 0, err
-        assert out.startswith(f"OK {m['hardware_key']} version {m['version']} ") and \
+        family = "" if m["family"] == "gemm" else f" family {m['family']}"  # a scaled_mm bundle says so
+        assert out.startswith(f"OK {m['hardware_key']}{family} version {m['version']} ") and \
             out.strip().endswith(f"root key {RELEASE_ROOT_KEY[:16]}"), out
 
     r = subprocess.run([str(venv), "-m", "torch_diode", "models", "list", "--cache", str(cache)], cwd=tmp_path,

@@ -1,4 +1,7 @@
-"""Python and C++ agree byte for byte on every wire type (golden files are C++'s)."""
+"""Python and C++ agree byte for byte on every wire type (golden files of versions 1
+and 2 are C++'s, those of version 3, *_v3.msgpack, Python's; both languages encode every
+case of cases.json and compare with them)."""
+import json
 import hashlib
 import math
 import pathlib
@@ -13,7 +16,8 @@ DATASETS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data" / "dat
 
 
 # Golden case (cases.json key and file name) -> (message kind, JSON reader).
-# `shard` is wire version 2; `shard_v1` the same content as a version 1 shard.
+# `shard` is wire version 2; `shard_v1` the same content as a version 1 shard; the
+# *_v3 cases are scaled_mm problems (and a shard with templates), wire version 3.
 CASES = {
     "hardware": ("hardware", wire.hardware_from_json),
     "problem": ("problem", wire.problem_from_json),
@@ -21,8 +25,11 @@ CASES = {
     "record": ("record", wire.record_from_json),
     "shard": ("shard", wire.shard_from_json),
     "shard_v1": ("shard", wire.shard_from_json),
+    "problem_v3": ("problem", wire.problem_from_json),
+    "record_v3": ("record", wire.record_from_json),
+    "shard_v3": ("shard", wire.shard_from_json),
 }
-SHARD_FILES = ("shard.msgpack", "shard_v1.msgpack")
+SHARD_FILES = ("shard.msgpack", "shard_v1.msgpack", "shard_v3.msgpack")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -111,7 +118,7 @@ def test_every_flipped_byte_is_rejected(golden_dir, name):
             wire.decode_shard(bytes(mutated))
 
 
-@pytest.mark.parametrize("version", [0, 3, 7])
+@pytest.mark.parametrize("version", [0, 4, 7])
 def test_unknown_version(golden_dir, version):
     data = msgpack.packb(["diode", version, "shard", None])
     with pytest.raises(wire.WireError, match=f"^message.version: unsupported wire version {version} "):
@@ -135,8 +142,8 @@ def test_version_1_shard_cannot_carry_version_2_fields(golden_cases):
         wire.seal(wire.replace(s, method=wire.CollectionMethod("cuda-events", "")))
     with pytest.raises(wire.WireError, match="^shard.problem_wall_s: cannot be written in wire version 1"):
         wire.encode(wire.replace(s, problem_wall_s=(1.0, 2.0)))
-    with pytest.raises(wire.WireError, match="^shard.wire_version: unsupported wire version 3"):
-        wire.encode(wire.replace(s, wire_version=3))
+    with pytest.raises(wire.WireError, match="^shard.wire_version: unsupported wire version 4"):
+        wire.encode(wire.replace(s, wire_version=4))
     d = dict(golden_cases["shard"], wire_version=1)
     with pytest.raises(wire.WireError):
         wire.shard_from_json(d)
@@ -250,3 +257,147 @@ def test_tampered_hash(golden_cases):
     s.records[1] = wire.replace(s.records[1], median_us=1.0)
     with pytest.raises(wire.WireError, match="content hash does not match"):
         wire.decode_shard(wire.encode(s))
+
+
+# ---- wire version 3: Problem.scale, op scaled_mm, Shard.templates --------------------
+
+def test_v3_golden_versions_and_layout(golden_dir):
+    for name, kind in (("problem_v3", "problem"), ("record_v3", "record"), ("shard_v3", "shard")):
+        data = (golden_dir / f"{name}.msgpack").read_bytes()
+        assert data[7] == 3, name
+    shard = (golden_dir / "shard_v3.msgpack").read_bytes()
+    assert shard[:15] == b"\x94\xa5diode\x03\xa5shard\x9b"
+    s = wire.decode_shard(shard)
+    assert s.wire_version == 3
+    assert [p.scale for p in s.problems] == ["tensor", "row"]
+    assert [n for n, _ in s.templates] == ["triton::mm", "triton::mm_persistent_tma"]
+    # The hash covers 0x9a (the array of the 10 content fields) + their bytes.
+    assert s.sha256 == hashlib.sha256(b"\x9a" + shard[15:-34]).digest()
+    assert wire.family_of(s.problems[0].op) == "scaled_mm"
+
+
+def test_gemm_content_is_written_in_version_2(golden_cases):
+    # Nothing of version 3 in it: the version 2 bytes, whatever the newest version.
+    s = wire.shard_from_json(golden_cases["shard"])
+    assert wire.write_version(s) == 2 and wire.encode(s)[7] == 2
+    assert wire.encode(wire.problem_from_json(golden_cases["problem"]))[7] == 2
+    assert wire.encode(wire.record_from_json(golden_cases["record"]))[7] == 2
+
+
+def test_version_2_shard_with_version_3_content_is_sealed_as_version_3(golden_cases):
+    g = wire.shard_from_json(golden_cases["shard"])
+    h = "ab" * 32
+    s = wire.Shard(g.id, g.sweep_id, g.hardware, g.producer, g.created_ms, list(g.problems), list(g.records),
+                   method=g.method, problem_wall_s=g.problem_wall_s, templates=(("triton::mm", h),))
+    assert s.wire_version == 3
+    wire.seal(s)
+    back = wire.decode_shard(wire.encode(s))
+    assert back == s and back.templates == (("triton::mm", h),)
+    # Added after construction: encode and seal still write version 3.
+    t = wire.shard_from_json(golden_cases["shard"])
+    t.templates = (("triton::mm", h),)
+    assert wire.encode(t)[7] == 3
+    wire.seal(t)
+    assert t.wire_version == 3 and wire.decode_shard(wire.encode(t)) == t
+
+
+def test_version_1_shard_cannot_carry_version_3_fields(golden_cases):
+    s = wire.shard_from_json(golden_cases["shard_v1"])
+    with pytest.raises(wire.WireError, match=r"^shard.templates: cannot be written in wire version 1 \(set wire_version to 3\)$"):
+        wire.seal(wire.replace(s, templates=(("a", "0" * 64),)))
+    p = wire.problem_from_json(golden_cases["problem_v3"])
+    with pytest.raises(wire.WireError, match=r"^shard.problems\[1\]: op scaled_mm with scale tensor cannot be written "
+                                             r"in wire version 1 \(set wire_version to 3\)$"):
+        wire.seal(wire.replace(s, problems=[s.problems[0], p]))
+
+
+def test_version_3_fields_only_in_version_3_messages(golden_dir, golden_cases):
+    # A version 3 problem (14 fields) in a version 2 envelope, and a version 2 one in a version 3 envelope.
+    v3 = bytearray((golden_dir / "problem_v3.msgpack").read_bytes())
+    v3[7] = 2
+    with pytest.raises(wire.WireError, match=r"^problem: expected array of 13, got 14$"):
+        wire.decode(bytes(v3), "problem")
+    v2 = bytearray((golden_dir / "problem.msgpack").read_bytes())
+    v2[7] = 3
+    with pytest.raises(wire.WireError, match=r"^problem: expected array of 14, got 13$"):
+        wire.decode(bytes(v2), "problem")
+    # A GEMM problem in a version 3 message carries scale "none" and decodes.
+    p = wire.problem_from_json(golden_cases["problem"])
+    body = wire._problem(p, 3)
+    assert wire.decode(msgpack.packb(["diode", 3, "problem", body], use_bin_type=True), "problem") == p
+    # scaled_mm cannot travel without its scale (version 2: scale is "none").
+    body = wire._problem(wire.problem_from_json(golden_cases["problem_v3"]), 2)
+    with pytest.raises(wire.WireError, match=r"^problem.scale: op scaled_mm needs scale tensor or row$"):
+        wire.decode(msgpack.packb(["diode", 2, "problem", body], use_bin_type=True), "problem")
+    shard = bytearray((golden_dir / "shard_v3.msgpack").read_bytes())
+    shard[7] = 2
+    with pytest.raises(wire.WireError, match=re.escape("shard: expected array of 10 (a wire version 2 shard), got 11")):
+        wire.decode_shard(bytes(shard))
+
+
+def _v3_shard_body(golden_cases, templates):
+    s = wire.shard_from_json(golden_cases["shard_v3"])
+    body = wire._shard_content(s) + [s.sha256]
+    body[9] = templates
+    return msgpack.packb(["diode", 3, "shard", body], use_bin_type=True)
+
+
+@pytest.mark.parametrize("templates,error", [
+    ("x", "shard.templates: expected array, got str"),
+    ([["a", "0" * 64]] * 65, "shard.templates: more than 64 entries"),
+    ([["a"]], "shard.templates[0]: expected array of 2, got 1"),
+    ([[1, "0" * 64]], "shard.templates[0].name: expected str, got uint"),
+    ([["n" * 129, "0" * 64]], "shard.templates[0].name: string longer than 128 bytes"),
+    ([["", "0" * 64]], "shard.templates[0].name: empty"),
+    ([["a", "0" * 63]], "shard.templates[0].sha256: expected 64 lower-case hex digits"),
+    ([["a", "A" * 64]], "shard.templates[0].sha256: expected 64 lower-case hex digits"),
+    ([["a", "0" * 64], ["a", "1" * 64]], "shard.templates[1]: duplicate name 'a'"),
+    ([["b", "0" * 64], ["a", "1" * 64]], "shard.templates[1]: names not in sorted order"),
+])
+def test_templates_are_checked(golden_cases, templates, error):
+    with pytest.raises(wire.WireError, match=f"^{re.escape(error)}$"):
+        wire.decode_shard(_v3_shard_body(golden_cases, templates))
+    if isinstance(templates, list) and all(len(t) == 2 and isinstance(t[0], str) for t in templates):
+        with pytest.raises(wire.WireError, match=f"^{re.escape(error)}$"):
+            wire.check_templates(tuple(tuple(t) for t in templates))
+
+
+def test_templates_changed_means_hash_mismatch(golden_cases):
+    with pytest.raises(wire.WireError, match="content hash does not match"):
+        wire.decode_shard(_v3_shard_body(golden_cases, [["triton::mm", "0" * 64]]))
+
+
+PROBLEM_RULES = json.loads((pathlib.Path(__file__).resolve().parents[1] / "golden" / "problem_rules.json").read_text())
+
+
+@pytest.mark.parametrize("case", PROBLEM_RULES["cases"], ids=[c["name"] for c in PROBLEM_RULES["cases"]])
+def test_problem_rules(case):
+    """The shared list: C++ (WireV3.ProblemRules) checks the same messages."""
+    if case["error"] is None:
+        p = wire.problem_from_json(case["problem"])
+        assert wire.decode(wire.encode(p), "problem") == p
+        assert wire.to_json(p) == {**case["problem"], "scale": p.scale} or p.scale == "none"
+        return
+    with pytest.raises(wire.WireError) as e:
+        wire.problem_from_json(case["problem"])
+    assert str(e.value) == case["error"]
+    # The decoder gives the same message for the same problem on the wire.
+    d = dict(case["problem"])
+    p = wire.Problem(**{**d, "alpha": float(d["alpha"]), "beta": float(d["beta"])})
+    with pytest.raises(wire.WireError) as e:
+        wire.decode(msgpack.packb(["diode", 3, "problem", wire._problem(p, 3)], use_bin_type=True), "problem")
+    assert str(e.value) == case["error"]
+
+
+def test_problem_json_scale_only_when_not_none(golden_cases):
+    assert "scale" not in wire.to_json(wire.problem_from_json(golden_cases["problem"]))
+    assert wire.to_json(wire.problem_from_json(golden_cases["problem_v3"]))["scale"] == "tensor"
+    assert "templates" not in wire.to_json(wire.shard_from_json(golden_cases["shard"]))
+    j = wire.to_json(wire.shard_from_json(golden_cases["shard_v3"]))
+    assert j == golden_cases["shard_v3"]
+
+
+def test_families():
+    assert wire.FAMILIES == {"gemm": ("mm", "addmm", "bmm", "baddbmm"), "scaled_mm": ("scaled_mm",)}
+    assert [wire.family_of(op) for op in wire.OPS] == ["gemm"] * 4 + ["scaled_mm"]
+    assert wire.family_of("conv") == ""

@@ -67,7 +67,8 @@ def dry_run(spec) -> int:
     from .enumerate import mm_configs
     total = 0
     for i, p in enumerate(spec.problems):
-        n = len(mm_configs(p.m, p.n, p.k, 4 if p.dtype_a == "float32" else 2, spec.search_space))
+        size = {"float32": 4, "float8_e4m3fn": 1}.get(p.dtype_a, 2)
+        n = len(mm_configs(p.m, p.n, p.k, size, spec.search_space, op=p.op))
         total += n
         print(f"{i}\t{describe(p)}\t{n}")
     print(f"total\t{total}")
@@ -87,6 +88,18 @@ def engine_method():
     return wire.CollectionMethod(TIMING_METHOD, f"torch_diode.collect {ENGINE_VERSION}")
 
 
+def rendered_template(lowered_as: str) -> str:
+    """The Inductor template a problem's Triton configs were rendered from: "triton_bmm" for
+    a problem lowered as bmm / baddbmm, "triton_mm" for mm, addmm and scaled_mm."""
+    return ic.TEMPLATE_NAMES["bmm" if lowered_as in ("bmm", "baddbmm") else "mm"]
+
+
+def shard_templates(names) -> tuple[tuple[str, str], ...]:
+    """A shard's `templates`: the sha256 of each Inductor template source in `names`
+    (inductor_compat.template_hashes), sorted."""
+    return ic.template_hashes(names) if names else ()
+
+
 def static_counts(st) -> str:
     """The static stage's part of a problem's log line (engine.Stats): `static=N`, then
     `static_failed`, `static_beaten` and `static_chased` (2.4.0) only when non-zero."""
@@ -100,6 +113,7 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
     timed. The shard is rewritten after every problem (a crash loses one problem)."""
     recs, walls, done, empty = [], {}, 0, 0
     per_problem: list[dict] = []   # written beside the shard as <out>.stats.json: progress and throughput
+    rendered: set = set()          # Inductor templates the measured problems' kernels were rendered from
 
     def save():
         write_atomic(args.out + ".stats.json", json.dumps({"engine": "v2", "problems": per_problem}).encode())
@@ -107,7 +121,7 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
                                                    spec.producer_key, probs, rs,
                                                    problem_wall_s=records.compact_walls(recs, walls),
-                                                   method=engine_method()))
+                                                   method=engine_method(), templates=shard_templates(rendered)))
 
     def plan(j):
         i, p, tf32 = jobs[j]
@@ -139,6 +153,8 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
         if not any(r.status == "ok" for r in got):
             empty += 1
         recs.extend(got)
+        if any(e.kc is not None for e in cur.entries):   # some config was rendered (engine.Entry.kc)
+            rendered.add(rendered_template(cur.lowered_as))
         walls[i] = walls.get(i, 0.0) + st.wall_s
         per_problem.append({"index": i, "tf32": tf32, "problem": describe(p), **dataclasses.asdict(st)})
         fails = " ".join(f"{k}={v}" for k, v in sorted(st.failed.items()))
@@ -205,6 +221,7 @@ def main(argv=None) -> int:
         f"{hw.runtime_version} torch={hw.torch_version} triton={hw.triton_version}")
     t0 = time.perf_counter()
     recs, empty, done = [], 0, 0
+    rendered: set = set()   # --engine autotune: the templates Inductor rendered the measured problems from
     if not 0 <= args.first < len(spec.problems):
         log(f"error: --first {args.first} outside the spec's {len(spec.problems)} problems")
         return EXIT_USAGE
@@ -233,6 +250,8 @@ def main(argv=None) -> int:
         if not any(r.status == "ok" for r in got):
             empty += 1
         recs.extend(got)
+        if any(r.config.is_triton for r in got):
+            rendered.add(rendered_template(st.lowered_as or p.op))
         if st.bypassed:
             log(f"{tag}: WARNING {st.bypassed} choices were timed by Inductor, not the collector's timer "
                 "(benchmark_interceptor does not reach this torch's benchmark path)")
@@ -243,7 +262,7 @@ def main(argv=None) -> int:
             f"best_triton={st.best_triton_us:.2f}us aten={st.aten_us:.2f}us")
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
                                                    spec.producer_key, *records.compact(list(spec.problems), recs),
-                                                   method=V1_METHOD))
+                                                   method=V1_METHOD, templates=shard_templates(rendered)))
     if not recs:
         write_atomic(args.out, records.build_shard(spec.shard_id, spec.sweep_id, hw, spec.producer_name,
                                                    spec.producer_key, [], [], method=V1_METHOD))

@@ -20,8 +20,9 @@ from . import records, smem
 from .spec import Spec
 from .timing import GpuTimer
 
-_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
 GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")
+AUTOTUNED_OPS = GEMM_OPS + ("scaled_mm",)   # op_names whose choices are recorded (space.AUTOTUNED_OPS)
 
 
 class ProblemTimeout(RuntimeError):
@@ -117,7 +118,7 @@ class ProblemDriver:
         def on_finalize(ktcs, kernel_inputs, op_name):
             # The graph holds one GEMM; Inductor may lower it as another op (a baddbmm with
             # small K as bmm + add, say): record what torch.compile really autotunes.
-            if op_name not in GEMM_OPS or t["hook"] is not None:
+            if op_name not in AUTOTUNED_OPS or t["hook"] is not None:
                 return ktcs
             t["hook"] = time.perf_counter()
             st.lowered_as = op_name

@@ -1,5 +1,8 @@
 """Collector engine v2: Inductor's whole search space of a GEMM, timed as GPU time, fast.
 
+The GEMM ops (mm, addmm, bmm, baddbmm) and scaled_mm (FP8 torch._scaled_mm: Inductor's
+triton::mm with its scale epilogue against ATen's _scaled_mm) go through the same steps.
+
 Per problem:
   1. space.offered_space: Inductor lowers the problem (EXHAUSTIVE, then DEFAULT for the
      flags); every config it offers becomes a record, whatever happens next.
@@ -66,7 +69,10 @@ TIMING_METHOD = "cuda-events+gpu-spin+cold-l2"
 # 2.6.0: timing.model_top: a model's top predicted configs join the static targets
 # (Engine._model_picks; `static_model` in the stats), so its likely picks are timed as the
 # kernel Inductor compiles; without model_top the same as 2.5.0
-ENGINE_VERSION = "2.6.0"
+# 2.7.0: the scaled_mm family (FP8 torch._scaled_mm: Inductor's triton::mm with its scale
+# epilogue, ATen's _scaled_mm) and every shard carries `templates` (sha256 of each Inductor
+# template source rendered)
+ENGINE_VERSION = "2.7.0"
 # ShardRecord.flags bits: defined once in wire.py (shared/schema/contracts.json), re-exported here.
 from ..wire import FLAG_DEFAULT, FLAG_NOT_RUNNABLE, FLAG_STATIC  # noqa: E402,F401
 STATIC_ROUNDS = 3        # interleaved rounds of the static re-time, each of max(min_repeats, 10) repeats
@@ -81,9 +87,20 @@ STATIC_WARMUP_S, STATIC_WARMUP_ROUNDS = 0.05, 20
 # problem (2.2.0 ran both pools, up to 26 processes, at the timer's priority on 16 cores).
 # The static pool sits between: the current problem waits for it.
 COMPILE_NICE, STATIC_COMPILE_NICE = 10, 5
-_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
-_TORCH_DTYPE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
+_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
+_TORCH_DTYPE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32",
+                "float8_e4m3fn": "float8_e4m3fn"}
 CHECK_TOLERANCE = 5e-2   # relative L2 error vs ATen; a wrong kernel is off by ~1
+# scaled_mm: both sides multiply the same FP8 values exactly and accumulate in float32; they
+# differ by accumulation order and the bfloat16 rounding of the output (~2^-9 relative), so
+# a right kernel is off by a few 1e-3 (4e-3 for the rendered kernels in Triton's interpreter
+# against CPU ATen), one scale missing by ~0.3 and a wrong tile by ~1.
+SCALED_CHECK_TOLERANCE = 2e-2
+
+
+def check_tolerance(p: wire.Problem) -> float:
+    """Largest relative L2 error (vs ATen's result) a Triton kernel of `p` may show."""
+    return SCALED_CHECK_TOLERANCE if p.op == "scaled_mm" else CHECK_TOLERANCE
 
 
 @dataclass
@@ -139,14 +156,17 @@ class Stats:
 
 
 def _compile_job(kc, dtype: str, out_dtype: str, params: dict, allow_tf32: bool) -> str:
-    """In a pool process: compile one kernel into Triton's on-disk cache. '' or the error."""
+    """In a pool process: compile one kernel into Triton's on-disk cache. '' or the error.
+    (`dtype`, `out_dtype`: the problem's, as in the kernel class, which decides the pointer
+    types: template.pointer_args.)"""
     import torch
     try:
         kernel = template.load(kc)
-        dt, odt = getattr(torch, _TORCH_DTYPE[dtype]), getattr(torch, _TORCH_DTYPE[out_dtype])
         consts = _consts(kc, params, allow_tf32)
-        ptrs = [dt, dt, odt] + ([dt] if kc.bias else [])
-        runtime = [a for a in kernel.arg_names if a not in ("A", "B", "C", "BIAS") and a not in consts
+        pointers = template.pointer_args(kc)
+        ptrs = [getattr(torch, _TORCH_DTYPE[d]) for _, d in pointers]
+        names = {n for n, _ in pointers}
+        runtime = [a for a in kernel.arg_names if a not in names and a not in consts
                    and a not in ("num_warps", "num_stages")]
         vals = [0.5 if a in ("alpha", "beta") else 1 for a in runtime]
         kernel.warmup(*ptrs, *vals, grid=(1,), **consts)
@@ -245,7 +265,8 @@ class Engine:
                     e.status = "out_of_resources"
                 else:
                     e.kc = template.kernel_class(p, bool(o.params.get("EVEN_K", p.k % o.params["BLOCK_K"] == 0)),
-                                                 sp.lowered_as)
+                                                 sp.lowered_as,
+                                                 fast_accum=bool(o.params.get("USE_FAST_ACCUM", False)))
                     o.params.update(template.hints(p, o.params))
                     key = (e.kc, tuple(sorted(_consts(e.kc, o.params, allow).items())))
                     fut = self.submitted.get(key)
@@ -365,7 +386,7 @@ class Engine:
         allow = pl.tf32 and p.dtype_a == "float32"
         jobs = []
         for e in targets:
-            kc = template.kernel_class(p, e.kc.even_k, pl.lowered_as, static=True)
+            kc = template.kernel_class(p, e.kc.even_k, pl.lowered_as, static=True, fast_accum=e.kc.fast_accum)
             ints = {k: v for k, v in e.params.items() if isinstance(v, (int, bool))}
             jobs.append((e, kc, self.static_pool.submit(_compile_job, kc, p.dtype_a, p.dtype_out, ints, allow)))
         fns = {}
@@ -402,7 +423,7 @@ class Engine:
             st.static_failed += 1
             self.log(f"  static {e.offered.config}: {type(ex).__name__}: {str(ex)[:200]}")
             return None
-        if not rel <= CHECK_TOLERANCE:
+        if not rel <= check_tolerance(p):
             st.static_failed += 1
             self.log(f"  WARNING static {e.offered.config}: result differs from ATen (rel {rel:.3g})")
             return None
@@ -420,16 +441,17 @@ class Engine:
         tm = self.spec.timing
         restore = set_tf32(pl.tf32)
         inputs = make_inputs(p)
-        bias, a, b = (inputs if len(inputs) == 3 else (None, *inputs))
+        tensors = operands(p, inputs)
+        a = tensors["a"]
         batched = p.op in ("bmm", "baddbmm")
         odt = getattr(torch, p.dtype_out)
         shape = (p.batch, p.m, p.n) if batched else (p.m, p.n)
-        c = torch.empty(shape, dtype=odt, device=a.device)
-        aten = _aten_fn(p, bias, a, b, c)
+        c = tensors["c"] = torch.empty(shape, dtype=odt, device=a.device)
+        aten = _aten_fn(p, tensors, c)
         ref = torch.empty_like(c)
-        _aten_fn(p if pl.lowered_as == p.op else dataclasses.replace(p, op=pl.lowered_as), bias, a, b, ref)()
+        _aten_fn(p if pl.lowered_as == p.op else dataclasses.replace(p, op=pl.lowered_as), tensors, ref)()
         ref_norm = ref.float().norm().item() or 1.0
-        tensors = {"a": a, "b": b, "c": c, "bias": bias}
+        tol = check_tolerance(p)
         best = float("inf")
         fns = {}
         try:
@@ -465,7 +487,7 @@ class Engine:
                 try:
                     if e.is_triton:   # ref was computed by ATen for the op Inductor lowered
                         rel = output_error(fn, c, ref, ref_norm)   # also loads the kernel
-                        if not rel <= CHECK_TOLERANCE:   # also catches NaN: an unwritten output
+                        if not rel <= tol:   # also catches NaN: an unwritten output
                             st.mismatched += 1
                             e.status = "compile_error"
                             self.log(f"  WARNING {e.offered.config}: result differs from ATen (rel {rel:.3g})")
@@ -531,14 +553,14 @@ class Engine:
         st.aten_us = aten_t * 1000 if aten_t < float("inf") else 0.0
         st.default_best_us = dflt * 1000 if dflt < float("inf") else 0.0
         st.wall_s = (time.perf_counter() - t0) + pl.lower_s
-        del inputs, a, b, c, ref, bias, tensors, fns
+        del inputs, a, c, ref, tensors, fns
         return out, st
 
 
 def output_error(fn, out, ref, ref_norm: float) -> float:
     """Relative L2 error of what one launch of `fn` writes to `out` against ATen's `ref`.
     `out` is NaN-poisoned first, so an output the kernel never wrote is NaN (and fails
-    `rel <= CHECK_TOLERANCE`), not a stale correct one. The first launch also loads the
+    `rel <= check_tolerance(p)`), not a stale correct one. The first launch also loads the
     kernel (Triton's disk cache) and shakes out launch errors, which it raises."""
     import torch
     out.fill_(float("nan"))
@@ -632,8 +654,24 @@ def _launcher(kernel, grid, args, consts):
     return fn
 
 
-def _aten_fn(p: wire.Problem, bias, a, b, out):
+def operands(p: wire.Problem, inputs: tuple) -> dict:
+    """problems.make_inputs' tuple by name: a, b, and bias (addmm/baddbmm, else None), or for
+    scaled_mm a, b, scale_a, scale_b."""
+    if p.op == "scaled_mm":
+        a, b, scale_a, scale_b = inputs
+        return {"a": a, "b": b, "scale_a": scale_a, "scale_b": scale_b, "bias": None}
+    bias, a, b = inputs if len(inputs) == 3 else (None, *inputs)
+    return {"a": a, "b": b, "bias": bias}
+
+
+def _aten_fn(p: wire.Problem, tensors: dict, out):
+    """ATen's own call of `p` on `tensors` (operands()), writing `out`."""
     import torch
+    a, b, bias = tensors["a"], tensors["b"], tensors["bias"]
+    if p.op == "scaled_mm":   # cuBLASLt; use_fast_accum as problems.make_fn calls it
+        sa, sb, odt = tensors["scale_a"], tensors["scale_b"], out.dtype
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=odt, use_fast_accum=False,
+                                        out=out)
     if p.op == "mm":
         return lambda: torch.mm(a, b, out=out)
     if p.op == "bmm":

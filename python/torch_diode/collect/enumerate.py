@@ -15,8 +15,16 @@ from .. import inductor_compat as ic
 
 
 @functools.cache
-def _heuristic():
-    base = ic.triton_heuristics_module().CUDAConfigHeuristic
+def _heuristic(op: str = "mm"):
+    """Inductor's CUDA config heuristic of `op`: CUDAConfigHeuristic for the GEMM ops, its
+    scaled_mm subclass (the scaled_mm config list, BLOCK_K >= 32) for "scaled_mm"."""
+    mod = ic.triton_heuristics_module()
+    if op == "scaled_mm":
+        base = getattr(mod, "CUDAScaledMMTemplateConfigHeuristic", None)
+        if base is None:
+            raise ic.UnsupportedTorch("this torch has no CUDAScaledMMTemplateConfigHeuristic (scaled_mm configs)")
+    else:
+        base = mod.CUDAConfigHeuristic
 
     class DictConfigHeuristic(base):  # own singleton instance; Inductor's stays untouched
         def triton_config(self, num_stages, num_warps, **kwargs):
@@ -25,13 +33,16 @@ def _heuristic():
     return DictConfigHeuristic()
 
 
-def mm_configs(m: int, n: int, k: int, dtype_size: int, search_space: str = "EXHAUSTIVE") -> list[dict]:
-    """Template kwargs of every triton::mm config Inductor builds for an (m, n, k) GEMM."""
+def mm_configs(m: int, n: int, k: int, dtype_size: int, search_space: str = "EXHAUSTIVE",
+               op: str = "mm") -> list[dict]:
+    """Template kwargs of every triton::mm config Inductor builds for an (m, n, k) GEMM, or
+    with op "scaled_mm" for an FP8 scaled_mm (dtype_size 1)."""
     from torch._inductor import config
-    h = _heuristic()
+    op = "scaled_mm" if op == "scaled_mm" else "mm"
+    h = _heuristic(op)
     with config.patch(max_autotune_gemm_search_space=search_space), ic.size_hint_stub():
         gen = h.get_exhaustive_mm_configs() if search_space == "EXHAUSTIVE" else h.get_mm_configs()
-        raw = list(gen(m, n, k, dtype_size=dtype_size, op_name="mm"))
+        raw = list(gen(m, n, k, dtype_size=dtype_size, op_name=op))
     out = []
     for c in raw:
         c = {key: v for key, v in c.items() if key != "hint_override"}

@@ -51,8 +51,9 @@ TEMPLATE_FAMILIES = ("mm", "bmm")
 def template_hash(kind: str) -> str:
     """sha256 (hex) of the running Inductor's Triton `mm` / `bmm` template source, as
     collect/template.py renders it (inductor_compat.gemm_template_source). The hook compares
-    it with a model's model.json provenance.templates (hook/staleness.py). Not in a shard:
-    the wire format has no field for it (docs/collector.md, Provenance)."""
+    it with a model's model.json provenance.templates (hook/staleness.py). A shard carries
+    the same hashes by template name (`templates`, inductor_compat.template_hashes:
+    "triton_mm" is this function's "mm")."""
     from .. import inductor_compat as ic
     return hashlib.sha256(ic.gemm_template_source(kind).encode("utf-8")).hexdigest()
 

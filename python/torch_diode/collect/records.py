@@ -13,11 +13,14 @@ from .. import __version__, wire
 # Template kwargs that map onto KernelConfig fields; any other integer kwarg goes to `extra`.
 _FIELDS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", "GROUP_M": "group_m",
            "num_stages": "num_stages", "num_warps": "num_warps"}
-_BOOLS = {"EVEN_K": "even_k", "ALLOW_TF32": "allow_tf32", "USE_FAST_ACCUM": "use_fast_accum"}
+# USE_FAST_ACCUM: the triton::mm switch of scaled_mm; use_fast_accum: the same flag as
+# Inductor passes it to ATen's _scaled_mm (aten::_scaled_mm's kwargs).
+_BOOLS = {"EVEN_K": "even_k", "ALLOW_TF32": "allow_tf32", "USE_FAST_ACCUM": "use_fast_accum",
+          "use_fast_accum": "use_fast_accum"}
 # Non-integer or per-problem kwargs that do not identify a kernel config.
 _IGNORED = {"ACC_TYPE", "hint_override", "epilogue_fn", "prefix_args", "suffix_args",
-            "layout", "input_nodes", "epilogue_fn_hash"}
-OWN_ATEN = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+            "layout", "input_nodes", "epilogue_fn_hash", "out_dtype"}
+OWN_ATEN = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"}
 
 
 def acc_type_name(v) -> str:
@@ -105,15 +108,18 @@ def compact_walls(records: list[wire.ShardRecord], walls: dict) -> list[float]:
 def build_shard(spec_shard_id: str, sweep_id: str, hardware: wire.HardwareId, producer_name: str,
                 producer_key: str, problems: list[wire.Problem], records: list[wire.ShardRecord],
                 created_ms: int | None = None, problem_wall_s: list[float] | None = None,
-                method: wire.CollectionMethod | None = None) -> bytes:
+                method: wire.CollectionMethod | None = None,
+                templates: tuple[tuple[str, str], ...] = ()) -> bytes:
     """A sealed, encoded shard. `method` says how it was timed and by which collector
     (wire v2), so data timed differently is never mixed silently; `problem_wall_s` gives
-    the seconds spent on each problem (throughput can be computed from any shard)."""
+    the seconds spent on each problem (throughput can be computed from any shard);
+    `templates` (inductor_compat.template_hashes) the Inductor template sources its Triton
+    kernels were rendered from (wire v3: a shard with templates is written as version 3)."""
     shard = wire.Shard(spec_shard_id, sweep_id, hardware,
                        wire.Producer(producer_name, producer_key, "inductor", f"diode {__version__}"),
                        int(time.time() * 1000) if created_ms is None else created_ms,
                        list(problems), dedupe(records), method=method or wire.CollectionMethod("", ""),
-                       problem_wall_s=tuple(problem_wall_s or ()))
+                       problem_wall_s=tuple(problem_wall_s or ()), templates=tuple(sorted(templates)))
     data = wire.encode(wire.seal(shard))
     wire.decode_shard(data)  # never write a shard our own decoder (and so C++) would reject
     return data

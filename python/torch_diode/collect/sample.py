@@ -23,6 +23,7 @@ from .spec import SpecError, add_model_top_arguments, finish_spec
 
 LOG_MEAN = {"m": 6.5725, "n": 5.9139, "k": 6.2049}
 LOG_STD = {"m": 2.5562, "n": 1.6697, "k": 2.1647}
+GEMM_OPS = wire.FAMILIES["gemm"]
 BIAS_OPS = ("addmm", "baddbmm")
 BATCH_OPS = ("bmm", "baddbmm")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -56,11 +57,11 @@ def _check_args(n: int, ops, dtypes) -> None:
     if not ops or not dtypes:
         raise ValueError("need at least one op and one dtype")
     for op in ops:
-        if op not in wire.OPS:
-            raise ValueError(f"unknown op '{op}'")
+        if op not in GEMM_OPS:   # the samplers draw GEMM problems (scaled_mm specs are written by hand)
+            raise ValueError(f"unknown op '{op}' (the samplers draw {', '.join(GEMM_OPS)})")
     for dt in dtypes:
-        if dt not in wire.DTYPES:
-            raise ValueError(f"unknown dtype '{dt}'")
+        if dt not in _DTYPE_BYTES:
+            raise ValueError(f"unknown dtype '{dt}' (the samplers draw {', '.join(_DTYPE_BYTES)})")
 
 
 def sample_problems(n: int, seed: int, ops=("mm", "addmm", "bmm", "baddbmm"),

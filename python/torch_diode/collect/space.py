@@ -5,6 +5,12 @@ The problem is lowered by torch.compile with max-autotune; our finalize hook
 and hands back only one ATen choice, so Inductor compiles and benchmarks nothing else.
 Done once with the EXHAUSTIVE space (the configs the collector times) and once with
 DEFAULT (which of them Inductor's default max-autotune would try: the DEFAULT flag).
+
+scaled_mm (FP8 `torch._scaled_mm`) is lowered by Inductor's tuned_scaled_mm with op_name
+"scaled_mm": its choices are ATen's `aten::_scaled_mm` (cuBLASLt) and the `triton::mm`
+template with the scale epilogue (the ones the collector renders and times). Any other
+uid it offers (e.g. a persistent TMA scaled_mm template, which the DEFAULT space of an
+H100/H200 does not offer) is recorded too, as not runnable by the collector.
 """
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from .. import wire
 from . import records
 
 GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")
+# op_names whose finalize call the collector records: the GEMM ops and scaled_mm.
+AUTOTUNED_OPS = GEMM_OPS + ("scaled_mm",)
 TRITON_GEMM = ("triton::mm", "triton::bmm")
 
 
@@ -45,7 +53,7 @@ def _lower(p: wire.Problem, search_space: str, tf32: bool) -> tuple[str, list]:
     seen: dict = {}
 
     def on_finalize(ktcs, kernel_inputs, op_name):
-        if op_name not in GEMM_OPS or "op" in seen:
+        if op_name not in AUTOTUNED_OPS or "op" in seen:
             return ktcs
         seen["op"] = op_name
         out = []

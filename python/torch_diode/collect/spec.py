@@ -14,6 +14,11 @@
   "producer": {"name": "host/gpu0", "public_key": ""}
 }
 Unknown keys are errors (a typo must not silently change a sweep).
+
+A scaled_mm problem (FP8 torch._scaled_mm) is written
+  {"op": "scaled_mm", "m": M, "n": N, "k": K, "dtype_a": "float8_e4m3fn", "scale": "tensor" | "row"}
+dtype_b defaults to dtype_a, dtype_out to "bfloat16" and trans_b to true (b column-major, as
+cuBLASLt requires); the collector measures exactly that form (SCALED_MM_FORM).
 """
 from __future__ import annotations
 
@@ -24,6 +29,10 @@ from dataclasses import dataclass, field
 from .. import wire
 
 SEARCH_SPACES = ("EXHAUSTIVE", "DEFAULT")
+# The one scaled_mm form the collector measures (problems.make_inputs builds it): FP8 e4m3
+# operands, a row-major and b column-major, bfloat16 output, one scale kind of wire.SCALES.
+SCALED_MM_FORM = {"dtype_a": "float8_e4m3fn", "dtype_b": "float8_e4m3fn", "dtype_out": "bfloat16",
+                  "trans_a": False, "trans_b": True, "bias": "none", "alpha": 1.0, "beta": 1.0, "batch": 1}
 
 
 class SpecError(ValueError):
@@ -155,10 +164,22 @@ def _problem(d, path: str) -> wire.Problem:
     if missing:
         raise SpecError(f"{path}: missing field(s) {', '.join(missing)}")
     d = dict(d)
-    # Convenience defaults: one dtype for all three, batch 1, bias "row" for the bias ops.
+    scaled = d["op"] == "scaled_mm"
+    if scaled and "scale" not in d:
+        raise SpecError(f"{path}: missing field scale (scaled_mm: tensor or row)")
+    # Convenience defaults: one dtype for all three, batch 1, bias "row" for the bias ops;
+    # scaled_mm: bfloat16 output and b column-major.
     d.setdefault("dtype_b", d["dtype_a"])
-    d.setdefault("dtype_out", d["dtype_a"])
+    d.setdefault("dtype_out", "bfloat16" if scaled else d["dtype_a"])
     d.setdefault("bias", "row" if d["op"] in ("addmm", "baddbmm") else "none")
+    if scaled:
+        d.setdefault("trans_b", True)
+    for key in ("trans_a", "trans_b"):
+        if key in d and not isinstance(d[key], bool):
+            raise SpecError(f"{path}.{key}: expected boolean, got {type(d[key]).__name__}")
+    for key in ("op", "dtype_a", "dtype_b", "dtype_out", "bias", "scale"):
+        if key in d and not isinstance(d[key], str):
+            raise SpecError(f"{path}.{key}: expected string, got {type(d[key]).__name__}")
     for key in ("batch", "m", "n", "k"):
         if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)):
             raise SpecError(f"{path}.{key}: expected integer, got {type(d[key]).__name__}")
@@ -171,7 +192,12 @@ def _problem(d, path: str) -> wire.Problem:
         p = wire.validate_problem(wire.Problem(**d), path)
     except wire.WireError as e:
         raise SpecError(str(e)) from None
-    if not (p.dtype_a == p.dtype_b == p.dtype_out):
+    if p.op == "scaled_mm":
+        for key, want in SCALED_MM_FORM.items():
+            if getattr(p, key) != want:
+                raise SpecError(f"{path}.{key}: scaled_mm is collected with {key} {json.dumps(want)} only, "
+                                f"got {json.dumps(getattr(p, key))}")
+    elif not (p.dtype_a == p.dtype_b == p.dtype_out):
         raise SpecError(f"{path}: mixed dtypes are not collected (dtype_a, dtype_b, dtype_out differ)")
     for key in ("m", "n", "k"):
         if not 1 <= getattr(p, key) <= wire.MAX_DIM:

@@ -15,7 +15,14 @@ template's hooks (def_kernel, size, stride, load_input, store_output):
   16-byte vector (alignment, so vector loads stay legal), and EVEN_K is the same
   Jinja switch Inductor sets;
 * the epilogue of addmm/baddbmm is Inductor's addmm_epilogue (acc * alpha + bias * beta,
-  bias broadcast by its strides, alpha/beta of 1 left out as Inductor does).
+  bias broadcast by its strides, alpha/beta of 1 left out as Inductor does);
+* scaled_mm (FP8 operands, `torch._scaled_mm`) renders the same `triton_mm` template as
+  Inductor's lowering does (tuned_scaled_mm, op_name "scaled_mm"): the scales are two
+  more pointer arguments (Inductor's suffix_args), the epilogue is Inductor's
+  scale_mm_epilogue (acc * (scale_a * scale_b)), each scale loaded as Inductor's epilogue
+  codegen loads it (a float32 scalar broadcast to the tile for scale "tensor", scale_a by
+  row and scale_b by column for "row"), and USE_FAST_ACCUM is the template's Jinja switch
+  with the value Inductor passes.
 
 A *static* kernel class (`kernel_class(..., static=True)`) renders the same template
 with one problem's sizes and strides as literals, as Inductor does: one compile per
@@ -24,6 +31,7 @@ them. bench/collector_fidelity.py (script removed; git history) measures both ag
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import math
@@ -34,7 +42,7 @@ from dataclasses import dataclass
 
 from .. import inductor_compat as ic
 
-_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_DTYPE_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
 VECTOR_BYTES = 16
 INT32_MAX = (1 << 31) - 1
 
@@ -83,9 +91,44 @@ class KernelClass:
     # literals of the source, as in the kernel Inductor compiles for that problem (the a, b,
     # c, bias patterns then hold the exact strides). Empty: runtime sizes, the reuse class.
     static: tuple[int, ...] = ()
+    # scaled_mm: "tensor" or "row" (the scale epilogue and its two pointer arguments); "" for
+    # the GEMM ops. fast_accum: the template's USE_FAST_ACCUM switch (Inductor's value).
+    scale: str = ""
+    fast_accum: bool = False
+
+    def __repr__(self) -> str:
+        # The dataclass repr, less `scale` and `fast_accum` at their defaults: a GEMM class
+        # renders (header included) exactly as it did before those fields existed, so its
+        # kernel files and Triton's cache entries stay valid.
+        shown = [f for f in dataclasses.fields(self)
+                 if not (f.name in ("scale", "fast_accum") and getattr(self, f.name) == f.default)]
+        return f"KernelClass({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
     def key(self) -> str:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+
+
+def pointer_args(kc: KernelClass) -> list[tuple[str, str]]:
+    """(argument name, dtype name) of the kernel's pointer arguments, in signature order:
+    A, B, C, then scaled_mm's SCALE_A and SCALE_B (float32), then the bias."""
+    out = [("A", kc.dtype), ("B", kc.dtype), ("C", kc.out_dtype)]
+    if kc.scale:
+        out += [("SCALE_A", "float32"), ("SCALE_B", "float32")]
+    if kc.bias:
+        out.append(("BIAS", kc.dtype))
+    return out
+
+
+def scale_patterns(scale: str) -> dict[str, tuple[int, int]]:
+    """Strides of scale_a and scale_b over the output's (m, n), as Inductor's epilogue
+    indexes them (a size-1 dimension is dropped: stride 0): "tensor" -> (0, 0) and (0, 0)
+    (Inductor unsqueezes the scalars to [1, 1]); "row" -> scale_a [M, 1] by row (1, 0),
+    scale_b [1, N] by column (0, 1)."""
+    if scale == "tensor":
+        return {"SCALE_A": (0, 0), "SCALE_B": (0, 0)}
+    if scale == "row":
+        return {"SCALE_A": (1, 0), "SCALE_B": (0, 1)}
+    raise ValueError(f"unknown scale '{scale}' (tensor, row)")
 
 
 def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -123,10 +166,17 @@ def problem_strides(p) -> dict[str, tuple[int, ...]]:
     return {"a": a, "b": b, "c": c, "bias": bias}
 
 
-def kernel_class(p, even_k: bool, lowered_op: str | None = None, static: bool = False) -> KernelClass:
+def kernel_class(p, even_k: bool, lowered_op: str | None = None, static: bool = False,
+                 fast_accum: bool = False) -> KernelClass:
     """The kernel class of problem `p`: shared by every problem differing only in sizes, or
-    with `static`, this problem's own (sizes and strides as literals, as Inductor compiles it)."""
+    with `static`, this problem's own (sizes and strides as literals, as Inductor compiles it).
+    `fast_accum`: the config's USE_FAST_ACCUM (scaled_mm; the GEMM ops have none)."""
     op = lowered_op or p.op
+    scaled = op == "scaled_mm"
+    if scaled:
+        scale_patterns(p.scale)   # an unknown scale kind fails here, not in the renderer
+    elif fast_accum:
+        raise ValueError(f"USE_FAST_ACCUM is a scaled_mm switch; op {op} has none")
     size = _DTYPE_SIZE[p.dtype_a]
     st = problem_strides(p)
     with_bias = op in ("addmm", "baddbmm") and bool(st["bias"])
@@ -141,7 +191,8 @@ def kernel_class(p, even_k: bool, lowered_op: str | None = None, static: bool = 
         alpha_one=p.alpha == 1.0 or not with_bias, beta_one=p.beta == 1.0 or not with_bias,
         index_int64=numel > INT32_MAX,
         sizes=tuple(stride_align(v, size) for v in (p.m, p.n, p.k)),
-        static=(p.batch, p.m, p.n, p.k) if static else ())
+        static=(p.batch, p.m, p.n, p.k) if static else (),
+        scale=p.scale if scaled else "", fast_accum=bool(fast_accum) and scaled)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +211,7 @@ class _Hooks:
 
     def def_kernel(self, *names: str) -> str:
         kc = self.kc
-        args = ["A", "B", "C"] + (["BIAS"] if kc.bias else [])
+        args = [name for name, _ in pointer_args(kc)]
         if not kc.static:
             args += ["M_q", "N_q", "K_q"] + (["BATCH_"] if kc.batched else [])
         for nm, pat in (("A", kc.a), ("B", kc.b), ("C", kc.c), ("BIAS", kc.bias)):
@@ -172,7 +223,7 @@ class _Hooks:
         if kc.bias and not kc.beta_one:
             args.append("beta")
         self.params = list(args)
-        runtime = [a for a in args if a not in ("A", "B", "C", "BIAS")]
+        runtime = args[len(pointer_args(kc)):]
         # EVEN_K is a Jinja switch in triton_mm but a Triton constexpr in triton_bmm: pass both.
         consts = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "ALLOW_TF32", "A_HINT", "B_HINT",
                   "SM", "SN", "SK"]
@@ -227,6 +278,11 @@ class _Hooks:
             terms.append(var if e == "1" else f"{var} * {e}")
         return " + ".join(terms) or "0"
 
+    @staticmethod
+    def _scale_index(pattern: tuple[int, int], idx: tuple[str, ...]) -> str:
+        terms = [var for var, st in zip(idx, pattern) if st]   # the patterns hold 0 and 1 only
+        return " + ".join(terms) or "0"
+
     def load_input(self, name, var, idx, mask=None, indent_width=4, index_shape=None, **_):
         m = f", mask={mask}, other=0.0" if mask else ""
         return f"{var} = tl.load({name} + ({self._index(name, tuple(idx))}){m})"
@@ -235,6 +291,21 @@ class _Hooks:
         kc = self.kc
         pad = " " * indent_width
         lines = []
+        if kc.scale:
+            # Inductor's scale_mm_epilogue: mul(acc, mul(scale_a, scale_b)), each scale loaded
+            # by its epilogue codegen: a constant index as a scalar load broadcast to the tile,
+            # otherwise a masked load at the scale's index.
+            pats = scale_patterns(kc.scale)
+            names = {"SCALE_A": "scale_a", "SCALE_B": "scale_b"}
+            shape = ", ".join(val_shape or ("BLOCK_M", "BLOCK_N"))
+            for ptr, var in names.items():
+                sidx = self._scale_index(pats[ptr], tuple(idx))
+                if sidx == "0":
+                    lines.append(f"{var} = tl.broadcast_to(tl.load({ptr} + (0)), [{shape}])")
+                else:   # the index broadcast to the tile, as Inductor's template epilogue writes it
+                    lines.append(f"{var} = tl.load({ptr} + (tl.broadcast_to({sidx}, [{shape}])), {mask}, "
+                                 "eviction_policy='evict_last')")
+            lines.append(f"{val} = {val} * (scale_a * scale_b)")
         if kc.bias:
             bidx = self._index("BIAS", tuple(idx))
             lines.append(f"bias = tl.load(BIAS + ({bidx}), {mask}, eviction_policy='evict_last').to(tl.float32)")
@@ -277,7 +348,7 @@ def render(kc: KernelClass) -> str:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     body = env.from_string(source).render(
         def_kernel=hooks.def_kernel, size=hooks.size, stride=hooks.stride, load_input=hooks.load_input,
-        store_output=hooks.store_output, EVEN_K=kc.even_k, USE_FAST_ACCUM=False)
+        store_output=hooks.store_output, EVEN_K=kc.even_k, USE_FAST_ACCUM=kc.fast_accum)
     body = _HINT_LINE.sub(lambda m: f"{m.group(1)}if {m.group(2).upper()}_HINT:", body)
     header = ("# Rendered by torch_diode.collect.template from Inductor's GEMM template;\n"
               f"# kernel class: {kc!r}\n"
@@ -324,7 +395,8 @@ def launch_args(kc: KernelClass, p, tensors: dict, cfg: dict, allow_tf32: bool):
     """(grid, positional args, keyword constexprs) for one launch of `kernel`."""
     size = _DTYPE_SIZE[p.dtype_a]
     st = problem_strides(p)
-    args = [tensors["a"], tensors["b"], tensors["c"]] + ([tensors["bias"]] if kc.bias else [])
+    by_name = {"A": "a", "B": "b", "C": "c", "SCALE_A": "scale_a", "SCALE_B": "scale_b", "BIAS": "bias"}
+    args = [tensors[by_name[name]] for name, _ in pointer_args(kc)]
     sm, sn, sk = kc.sizes
     if kc.static:
         if kc.static != (p.batch, p.m, p.n, p.k):

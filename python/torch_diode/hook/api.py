@@ -13,11 +13,12 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
+from .. import wire
 from ..model import LoadedModel, ModelFormatError, load_model_dir
 from . import compat, contribute, detect, gemv, sources, zero_config
 from .choices import (ChoicesFactory, DiodeChoicesMixin, HookState, current_state,  # noqa: F401 (re-exported)
                       options_dict, state_for)
-from .ranking import Options, Ranker
+from .ranking import Options, Ranker, model_family, ranker_for_model
 from .state import ENV_HARDWARE_KEY, PROCESS, active_state, detected_hardware  # noqa: F401 (re-exported)
 from .stats import CallRecord, Stats  # noqa: F401 (re-exported)
 
@@ -94,7 +95,9 @@ def register_model(name_or_path: str) -> dict[str, Any]:
     with PROCESS.lock:
         PROCESS.registered.append(model.info.path if not sources.is_bundle_dir(path) else os.path.abspath(path))
         if PROCESS.install is not None:
-            _activate(HookState(Ranker(model), PROCESS.options, PROCESS.stats))
+            st = PROCESS.active
+            _activate(HookState(Ranker(model), PROCESS.options, PROCESS.stats,
+                                family_rankers=st.family_rankers if st else None))
     return _describe(model)
 
 
@@ -299,6 +302,44 @@ def resolve_model(explicit: str | None = None, *, quiet: bool = False) -> tuple[
     return none(reason)
 
 
+def resolve_family_models() -> dict[str, Any]:
+    """The models of the decision families other than gemm (wire.FAMILIES: scaled_mm) for this
+    hardware, family -> ranker (ranking.ranker_for_model); a family without a usable model is
+    left out. Each comes from sources.family_model (DIODE_MODEL_<FAMILY>, the hub / cache,
+    the package: a verified model directory); a directory that does not load, or whose
+    model.json declares another family, is counted in get_prediction_stats()["load_failures"]
+    and warned about once."""
+    hw_key = _hardware_key()
+    out: dict[str, Any] = {}
+    for fam in wire.FAMILIES:
+        if fam == "gemm":
+            continue
+        try:
+            path = sources.family_model(fam, hw_key)
+        except Exception as e:  # noqa: BLE001 - a family's source must never break install
+            log.debug("torch_diode: no %s model: %s: %s", fam, type(e).__name__, e)
+            continue
+        if path is None:   # family_model logged why
+            continue
+        try:
+            model = load_model_dir(path)
+        except Exception as e:  # noqa: BLE001 - a damaged model, torch failing to build it, ...
+            reason = "model_invalid" if isinstance(e, ModelFormatError) else "model_load_failed"
+            PROCESS.stats.count_load_failure(reason)
+            _warn_no_model(reason, f"the {fam} model {path}: {type(e).__name__}: {e}", f"{fam} {path}")
+            continue
+        got = model_family(model)
+        if got != fam:
+            PROCESS.stats.count_load_failure("model_invalid")
+            _warn_no_model("model_invalid", f"{path} is a model of family {got!r}, not {fam!r}", f"{fam} {path}")
+            continue
+        if hw_key and model.info.hardware_key != hw_key:
+            log.warning("torch_diode: the %s model %s was trained for %s, this device is %s; using it as asked",
+                        fam, path, model.info.hardware_key, hw_key)
+        out[fam] = ranker_for_model(model)
+    return out
+
+
 # state_for() (unpickled factories), current_state() (the active state, or one without a
 # model) and active_state() (None when not installed) are choices.py's and state.py's,
 # imported above and part of this module's API as before.
@@ -332,7 +373,7 @@ def install(model: str | None = None, *, force: bool = False, **options: Any) ->
             PROCESS.options = replace(PROCESS.options, **options)
         loaded, reason = resolve_model(model)
         state = HookState(Ranker(loaded) if loaded else None, PROCESS.options, PROCESS.stats,
-                          reason or "no_model")
+                          reason or "no_model", resolve_family_models())
         _activate(state, force=force)
         return loaded is not None
 
@@ -353,8 +394,11 @@ def _maybe_contribute() -> None:
 def _activate(state: HookState, force: bool = False) -> None:
     """Installs `state` (PROCESS.lock held by the caller)."""
     base = compat.choices_base()  # raises UnsupportedTorch with the reason on old torch
-    if state.ranker is not None:  # issue 54: template families changed since the model's data pass through
-        from . import staleness
+    from . import staleness   # issue 54: templates changed since a model's data pass through
+    # The GEMM model is checked here; another family's model at the first lowering of one of
+    # its ops (choices.py, staleness.disabled_ops), so a process that never runs, say, an FP8
+    # GEMM is not warned about the FP8 model.
+    if state.ranker is not None:
         staleness.apply(state.ranker.model)
     _maybe_contribute()
     if PROCESS.install is not None:      # re-install: restore first so the prior values stay exact
@@ -391,8 +435,11 @@ def _activate(state: HookState, force: bool = False) -> None:
         log.info("torch_diode: this torch has no aten.mm decomposition to wrap; no GEMV reductions")
     # Zero configuration: plain torch.compile's GEMM lowerings engage the model (predict mode
     # with a model; the wrapper decides per lowering, hook/zero_config.py).
-    zc = (state.ranker is not None and state.options.mode == "predict" and state.options.zero_config
+    zc = (state.has_model and state.options.mode == "predict" and state.options.zero_config
           and zero_config.install_lowerings(active_state))
+    for fam, r in sorted(state.family_rankers.items()):
+        fm = r.model
+        log.info("torch_diode: %s model %s (%s, %s)", fam, fm.info.hardware_key, fm.info.path, fm.info.model_id[:16])
     m = state.ranker.model if state.ranker else None
     if m is not None:
         log.info("torch_diode: installed: model %s version %s (%s, %s), mode %s, %s", m.info.hardware_key,
@@ -443,11 +490,11 @@ def auto_install() -> bool:
         with PROCESS.lock:
             loaded, reason = resolve_model(quiet=True)
             state = HookState(Ranker(loaded) if loaded else None, PROCESS.options, PROCESS.stats,
-                              reason or "no_model")
+                              reason or "no_model", resolve_family_models())
             table = None
             if loaded is None and get_detected_hardware().get("device_name"):  # a GPU, not a forced key
                 table = state.gemv_table_in_use  # a GPU without a model may still have one
-            if loaded is None and table is None:
+            if loaded is None and table is None and not state.family_rankers:
                 log.debug("torch_diode: not installed at import (%s)", reason)
                 return False
             try:
@@ -456,7 +503,7 @@ def auto_install() -> bool:
                 log.info("torch_diode: %s but not installed at import: %s",
                          "model found" if loaded else "GEMV table found", e)
                 return False
-            if loaded is None:
+            if loaded is None and table is not None:
                 log.info("torch_diode: installed at import without a model (%s) for the GEMV table's "
                          "M = 1 reductions (%s, %d entries); other GEMMs take Inductor's default path",
                          reason, table.source, len(table.entries))
@@ -476,7 +523,7 @@ def set_options(**options: Any) -> dict[str, Any]:
         PROCESS.options = replace(PROCESS.options, **options)
         st = PROCESS.active
         if st is not None:
-            _activate(HookState(st.ranker, PROCESS.options, PROCESS.stats, st.no_model_reason))
+            _activate(HookState(st.ranker, PROCESS.options, PROCESS.stats, st.no_model_reason, st.family_rankers))
         return get_options()
 
 
@@ -495,6 +542,10 @@ def get_prediction_stats() -> dict[str, Any]:
     s["model_version"] = m.bundle_version if m else None  # signed bundle version, None for a plain directory
     s["model_hardware_key"] = m.info.hardware_key if m else None
     s["no_model_reason"] = st.no_model_reason if st and not st.ranker else None
+    # the models of the other decision families (scaled_mm), family -> where it is and its id
+    s["family_models"] = {f: {"path": r.model.info.path, "model_id": r.model.info.model_id,
+                              "hardware_key": r.model.info.hardware_key}
+                          for f, r in sorted(st.family_rankers.items())} if st else {}
     s["options"] = get_options()
     # the margin in force: the option, else the model's own, else the default (HookState.aten_margin)
     s["aten_margin"] = st.aten_margin if st else None

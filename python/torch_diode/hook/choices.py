@@ -3,8 +3,12 @@
 Inductor calls the finalize hook once per GEMM op it lowers, with one generator of
 KernelTemplateChoice (KTC) per template. The hook:
 
-1. passes the call straight to Inductor when the op is not mm/addmm/bmm/baddbmm or no
-   model is loaded (counted as passthrough / fallback "no_model");
+1. passes the call straight to Inductor when the op is not one the hook decides or no
+   model of the op's decision family is loaded (counted as passthrough / fallback
+   "no_model"; "no_scaled_mm_model" for `_scaled_mm`). The decision families
+   (wire.FAMILIES): gemm (mm/addmm/bmm/baddbmm, HookState.ranker) and scaled_mm (the FP8
+   `_scaled_mm`, HookState.family_rankers["scaled_mm"]); each op is ranked by its own
+   family's model (HookState.ranker_for);
 2. materialises the generators (KTCs are cheap: the expensive ChoiceCaller is built
    lazily, and only for what the hook returns);
 3. with search_space="exhaustive", re-enumerates the Triton templates through
@@ -43,6 +47,7 @@ from typing import Any
 
 from .. import __version__
 from .. import inductor_compat as ic
+from .. import wire
 from ..wire import OPS
 from ..model import load_model_dir
 from . import compat, contribute, extract, gemv, ranking, zero_config
@@ -59,8 +64,10 @@ class HookState:
     the protocols.Ranker methods; None without a model), the options and the counters."""
 
     def __init__(self, ranker: Ranker | None, options: Options, stats: Stats | None = None,
-                 no_model_reason: str = "no_model"):
+                 no_model_reason: str = "no_model", family_rankers: dict[str, Ranker] | None = None):
         self.ranker = ranker
+        # the models of the decision families other than gemm, family -> ranker (scaled_mm)
+        self.family_rankers: dict[str, Ranker] = dict(family_rankers or {})
         self.options = options
         self.stats = stats or Stats()
         self.no_model_reason = no_model_reason
@@ -85,15 +92,37 @@ class HookState:
     def model_id(self) -> str:
         return self.ranker.model.info.model_id if self.ranker else "none"
 
+    def ranker_for(self, op: str) -> Ranker | None:
+        """The ranker of `op`'s decision family: the GEMM model's for mm/addmm/bmm/baddbmm,
+        family_rankers[family] for another family's op; None without that family's model."""
+        fam = op_family(op)
+        if fam == "gemm":
+            return self.ranker
+        return self.family_rankers.get(fam) if fam else None
+
+    @property
+    def has_model(self) -> bool:
+        """Any model is loaded (the GEMM model or another family's)."""
+        return self.ranker is not None or bool(self.family_rankers)
+
+    @property
+    def family_model_paths(self) -> tuple[tuple[str, str], ...]:
+        """(family, model directory) of the other families' models, sorted by family."""
+        return tuple(sorted((f, r.model.info.path) for f, r in self.family_rankers.items()))
+
     @property
     def aten_margin(self) -> float:
         """Predict mode's ATen margin in force: the aten_margin option when set, else the
         model's own (model.json selection.aten_margin, chosen at release on its validation
         split: models differ in how far a confident Triton pick can miss), else
         DEFAULT_ATEN_MARGIN."""
+        return self.aten_margin_of(self.ranker)
+
+    def aten_margin_of(self, ranker: Ranker | None) -> float:
+        """aten_margin for the decisions of `ranker`'s model (each family's model carries its own)."""
         if self.options.aten_margin is not None:
             return float(self.options.aten_margin)
-        own = self.ranker.model.info.aten_margin if self.ranker else None
+        own = ranker.model.info.aten_margin if ranker else None
         return DEFAULT_ATEN_MARGIN if own is None else own
 
     @property
@@ -102,9 +131,13 @@ class HookState:
         else the model's own (model.json selection.aten_rule: the rule its margin was chosen
         under), else "mean". "every_member" hands a Triton pick over only when every member
         alone predicts it faster than ATen by more than the margin."""
+        return self.aten_rule_of(self.ranker)
+
+    def aten_rule_of(self, ranker: Ranker | None) -> str:
+        """aten_rule for the decisions of `ranker`'s model."""
         if self.options.aten_rule is not None:
             return self.options.aten_rule
-        own = self.ranker.model.info.aten_rule if self.ranker else None
+        own = ranker.model.info.aten_rule if ranker else None
         return own or "mean"
 
     @property
@@ -116,8 +149,9 @@ class HookState:
         # never reuse a graph compiled with another selection.
         # The GEMV table changes what predict mode compiles for M = 1 / N = 1 mm too.
         table = self.gemv_table_in_use
+        families = "".join(f":{f}={r.model.info.model_id[:32]}" for f, r in sorted(self.family_rankers.items()))
         return (f"torch_diode:{__version__}:{self.model_id[:32]}:{self.options.key()}"
-                f":{table.digest if table else 'nogemv'}")
+                f":{table.digest if table else 'nogemv'}{families}")
 
     def warn_unused(self, reason: str, detail: str) -> None:
         """One WARNING per reason that a GEMM the compile lowers gets nothing from the hook."""
@@ -159,13 +193,17 @@ class DiodeChoicesMixin:
             return base(self, *args, **kwargs)
 
         lowering = zero_config.current()  # a GEMM lowering the hook engaged under plain compile
+        ranker = state.ranker_for(op_name)   # the model of the op's decision family
         if lowering is None:
             if op_name not in OPS:
                 state.stats.record(CallRecord(op=op_name, outcome="passthrough:unsupported_op"))
                 return base(self, *args, **kwargs)
-            if state.ranker is None:
-                state.stats.record(CallRecord(op=op_name, outcome=f"fallback:{state.no_model_reason}"))
-                state.warn_unused(state.no_model_reason, f"{op_name}: no model for this GPU")
+            if ranker is None:
+                fam = op_family(op_name)
+                reason = state.no_model_reason if fam == "gemm" else f"no_{fam}_model"
+                state.stats.record(CallRecord(op=op_name, outcome=f"fallback:{reason}"))
+                state.warn_unused(reason, f"{op_name}: no {fam} model for this GPU" if fam != "gemm"
+                                  else f"{op_name}: no model for this GPU")
                 return base(self, *args, **kwargs)
 
         # From here the generators are consumed, so every path calls `base` with lists.
@@ -184,7 +222,7 @@ class DiodeChoicesMixin:
             b["template_choices"] = {uid: iter(v) for uid, v in choice_lists.items()}
             return base(self, **b)
 
-        if lowering is not None and (lowering.chosen or op_name not in OPS):
+        if lowering is not None and (lowering.chosen or op_name not in OPS or ranker is None):
             # a later finalize call of a lowering that already has its choice, or an op the
             # model does not know: what plain compile has (ATen alone, or nothing more)
             return call_base(lists)
@@ -220,9 +258,11 @@ class DiodeChoicesMixin:
             problem = extract.problem_from_inputs(kernel_inputs, op_name)
             rec.problem = {"op": problem.op, "batch": problem.batch, "m": problem.m, "n": problem.n,
                            "k": problem.k, "dtype": problem.dtype_a}
+            if problem.scale != "none":   # scaled_mm: tensor-wise or row-wise scales
+                rec.problem["scale"] = problem.scale
             from .staleness import disabled_ops  # issue 54: the op's template changed since the model's data
-            stale = op_name in disabled_ops(state.ranker.model)
-            if stale or not state.ranker.model.info.in_domain(problem.batch, problem.m, problem.n, problem.k):
+            stale = op_name in disabled_ops(ranker.model)
+            if stale or not ranker.model.info.in_domain(problem.batch, problem.m, problem.n, problem.k):
                 # sizes the model never saw (model.json dataset.domain): its prediction there is
                 # an unbounded extrapolation, so the model does not choose
                 rec.outcome = "passthrough:stale_template" if stale else "passthrough:outside_domain"
@@ -233,16 +273,17 @@ class DiodeChoicesMixin:
                 return call_base(lists)      # Inductor's own choice among its configs
             if state.options.mode == "predict":
                 keys = extract.config_keys_from_ktcs(rankable)
-                return self._diode_predict(state, rec, t0, candidates, rankable, keys, problem, call_base,
-                                           lists)
+                return self._diode_predict(state, ranker, rec, t0, candidates, rankable, keys, problem,
+                                           call_base, lists)
             # the KTCs straight to the ranker: their kwargs values find the table rows (issue 19)
             own = _own_aten(candidates)
-            shortcut = state.options.aten_shortcut and bool(own) and "aten" in state.ranker.spec.templates
+            shortcut = state.options.aten_shortcut and bool(own) and "aten" in ranker.spec.templates
             extra = [config_key(extract.aten_config(own[0], problem))] if shortcut else []
-            ranking = state.ranker.rank_ktcs(problem, rankable, state.options, extra_keys=extra)
+            ranking = ranker.rank_ktcs(problem, rankable, state.options, extra_keys=extra)
             rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
-            if shortcut and (_aten_predicted_fastest(state.aten_margin, float(ranking.extra_scores[0]), ranking.scores)
-                             or _members_doubt_best(state, problem, rankable, ranking.scores, extra[0])):
+            if shortcut and (_aten_predicted_fastest(state.aten_margin_of(ranker), float(ranking.extra_scores[0]),
+                                                     ranking.scores)
+                             or _members_doubt_best(state, ranker, problem, rankable, ranking.scores, extra[0])):
                 # predict mode's decision: Inductor's warm-L2 benchmark of ATen against the top-k
                 # lost to it on 10 of 11 such workloads (Options.aten_shortcut, ranking.py)
                 rec.configs_in, rec.configs_kept = len(rankable), 0
@@ -279,8 +320,8 @@ class DiodeChoicesMixin:
                   " (cached)" if rec.cache_hit else "")
         return call_base(filtered)
 
-    def _diode_predict(self, state: HookState, rec: CallRecord, t0: float, candidates: dict, rankable: list,
-                       keys: list, problem, call_base, lists: dict):
+    def _diode_predict(self, state: HookState, ranker: Ranker, rec: CallRecord, t0: float, candidates: dict,
+                       rankable: list, keys: list, problem, call_base, lists: dict):
         """Predict mode: the single best-scored choice, so that Inductor benchmarks nothing.
 
         The op's own ATen kernel is scored with the Triton configs when the model's feature
@@ -295,24 +336,24 @@ class DiodeChoicesMixin:
         not build, the next best is tried (PREDICT_TRIES in all); then the default path.
         """
         own = _own_aten(candidates)
-        scores_aten = bool(own) and "aten" in state.ranker.spec.templates
+        scores_aten = bool(own) and "aten" in ranker.spec.templates
         offered = list(keys)
         aten_cfg = None
         if scores_aten:
             aten_cfg = extract.aten_config(own[0], problem)
             offered.append(config_key(aten_cfg))
-        ranking = state.ranker.rank_keys(problem, offered, replace(state.options, top_k=1, threshold=0.0))
+        ranking = ranker.rank_keys(problem, offered, replace(state.options, top_k=1, threshold=0.0))
         rec.cache_hit, predict_s = ranking.cache_hit, ranking.seconds
         rec.configs_in = len(rankable)
         rec.margin = ranking.margin
         decide = ranking.scores
         if scores_aten:
             decide = ranking.scores.copy()
-            decide[len(rankable)] = _aten_decision_score(state.aten_margin, float(decide[len(rankable)]))
+            decide[len(rankable)] = _aten_decision_score(state.aten_margin_of(ranker), float(decide[len(rankable)]))
         # stable: on a tie the Triton configs (listed first) win, as in _aten_predicted_fastest
         order = decide.argsort(kind="stable")[:PREDICT_TRIES].tolist()
         if (scores_aten and order[0] != len(rankable)
-                and _members_doubt(state, problem, offered[order[0]], offered[len(rankable)])):
+                and _members_doubt(state, ranker, problem, offered[order[0]], offered[len(rankable)])):
             rec.member_disagreed = True
             order = [len(rankable)] + [i for i in order if i != len(rankable)][:PREDICT_TRIES - 1]
         picked = None
@@ -361,14 +402,14 @@ class DiodeChoicesMixin:
         return out
 
 
-def _members_doubt(state: HookState, problem, pick_key: tuple, aten_key: tuple) -> bool:
+def _members_doubt(state: HookState, ranker: Ranker, problem, pick_key: tuple, aten_key: tuple) -> bool:
     """Predict mode's every_member rule (and top-k's shortcut under it): with that rule and an
     ensemble, not every member alone predicts the Triton pick faster than ATen by more than
     the margin (Ranker.member_gaps; the replay of bench/predict_aten_margin.py decides by the
     same comparison), so ATen goes first. False under "mean" or for a single model."""
-    if state.aten_rule != "every_member" or not state.ranker.model.others:
+    if state.aten_rule_of(ranker) != "every_member" or not ranker.model.others:
         return False
-    return min(state.ranker.member_gaps(problem, pick_key, aten_key)) <= math.log1p(state.aten_margin)
+    return min(ranker.member_gaps(problem, pick_key, aten_key)) <= math.log1p(state.aten_margin_of(ranker))
 
 
 def _aten_decision_score(margin: float, aten_score: float) -> float:
@@ -379,13 +420,14 @@ def _aten_decision_score(margin: float, aten_score: float) -> float:
     return aten_score - math.log1p(margin)
 
 
-def _members_doubt_best(state: HookState, problem, rankable: list, triton_scores, aten_key: tuple) -> bool:
+def _members_doubt_best(state: HookState, ranker: Ranker, problem, rankable: list, triton_scores,
+                        aten_key: tuple) -> bool:
     """_members_doubt for top-k's best-scored Triton config (the first of the lowest score, as
     _diode_predict's stable order)."""
-    if state.aten_rule != "every_member" or not len(triton_scores):   # no config key to build
+    if state.aten_rule_of(ranker) != "every_member" or not len(triton_scores):   # no config key to build
         return False
     best = rankable[int(triton_scores.argmin())]
-    return _members_doubt(state, problem, config_key(extract.config_from_ktc(best)), aten_key)
+    return _members_doubt(state, ranker, problem, config_key(extract.config_from_ktc(best)), aten_key)
 
 
 def _aten_predicted_fastest(margin: float, aten_score: float, triton_scores) -> bool:
@@ -456,6 +498,14 @@ def _one_decided(candidates: dict) -> bool:
     items = [k for v in candidates.values() for k in v]
     return len(items) == 1 and (extract.is_rankable(items[0]) or extract.is_own_aten(items[0])
                                 or compat.ktc_uid(items[0]) == BIAS_ADDMM)
+
+
+def op_family(op: str) -> str:
+    """The decision family of an Inductor op_name (wire.family_of); "" for an op of none."""
+    try:
+        return wire.family_of(op) or ""
+    except (KeyError, ValueError):
+        return ""
 
 
 def _zero_config_template(uid: str) -> bool:
@@ -551,7 +601,8 @@ class ChoicesFactory:
         return self.state.uuid()
 
     def __reduce__(self):
-        return (_rebuild_factory, (self.state.model_path, options_dict(self.state.options), self.uuid()))
+        return (_rebuild_factory, (self.state.model_path, options_dict(self.state.options), self.uuid(),
+                                   self.state.family_model_paths))
 
     def __repr__(self) -> str:
         return f"torch_diode.ChoicesFactory({self.uuid()})"
@@ -565,9 +616,10 @@ def options_dict(o: Options) -> dict:
             "gemv_reduction": o.gemv_reduction, "zero_config": o.zero_config}
 
 
-def _rebuild_factory(model_path: str | None, options: dict, uuid: str) -> ChoicesFactory:
-    """Unpickling in a compile subprocess: reload the same model from its path."""
-    return ChoicesFactory(state_for(model_path, Options(**options)))
+def _rebuild_factory(model_path: str | None, options: dict, uuid: str,
+                     family_paths: tuple = ()) -> ChoicesFactory:
+    """Unpickling in a compile subprocess: reload the same models from their paths."""
+    return ChoicesFactory(state_for(model_path, Options(**options), tuple(family_paths)))
 
 
 def current_state() -> HookState:
@@ -578,12 +630,15 @@ def current_state() -> HookState:
         return active if active is not None else HookState(None, PROCESS.options, PROCESS.stats)
 
 
-def state_for(model_path: str | None, options: Options) -> HookState:
-    """A state for unpickled factories (compile subprocesses): same model path, same options."""
-    key = (model_path, options)
+def state_for(model_path: str | None, options: Options, family_paths: tuple = ()) -> HookState:
+    """A state for unpickled factories (compile subprocesses): same model paths (the GEMM
+    model's, and (family, path) of the other families'), same options."""
+    family_paths = tuple(family_paths)
+    key = (model_path, options) if not family_paths else (model_path, options, family_paths)
     with PROCESS.lock:
         active = PROCESS.active
-        if active is not None and active.model_path == model_path and active.options == options:
+        if (active is not None and active.model_path == model_path and active.options == options
+                and active.family_model_paths == family_paths):
             return active
         if key not in PROCESS.rebuilt:
             ranker, reason = None, "no_model"
@@ -594,5 +649,12 @@ def state_for(model_path: str | None, options: Options) -> HookState:
                     reason = "model_load_failed"
                     PROCESS.stats.count_load_failure(reason)
                     log.warning("torch_diode: cannot reload %s in this process: %s", model_path, e)
-            PROCESS.rebuilt[key] = HookState(ranker, options, PROCESS.stats, reason)
+            family_rankers = {}
+            for fam, path in family_paths:
+                try:
+                    family_rankers[fam] = ranking.ranker_for_model(load_model_dir(path))
+                except Exception as e:
+                    PROCESS.stats.count_load_failure("model_load_failed")
+                    log.warning("torch_diode: cannot reload the %s model %s in this process: %s", fam, path, e)
+            PROCESS.rebuilt[key] = HookState(ranker, options, PROCESS.stats, reason, family_rankers)
         return PROCESS.rebuilt[key]

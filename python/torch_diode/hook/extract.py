@@ -9,6 +9,11 @@ The mapping follows docs/wire-format.md field by field:
   N broadcast over rows), stride 0 on the column dim = `column`, else `full`;
 * template configs: `BLOCK_M/N/K, GROUP_M, num_stages, num_warps, EVEN_K, USE_FAST_ACCUM,
   ACC_TYPE` from the KTC params, `ALLOW_TF32` from its extra kwargs.
+
+`_scaled_mm` (op "scaled_mm", the scaled_mm decision family) has inputs (mat_a, mat_b,
+scale_a, scale_b[, bias]): float8_e4m3fn operands, float32 scales, and `scale` "tensor"
+(both scales hold one element) or "row" (scale_a [M, 1], scale_b [1, N]); any other scale
+shape, a bias, or another operand dtype is outside the family (Unsupported).
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from .. import inductor_compat as ic
 from . import compat
 
 _TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
+_FP8_DTYPES = {"torch.float8_e4m3fn": "float8_e4m3fn"}
+SCALED_MM = "scaled_mm"          # Inductor's op_name of the aten._scaled_mm lowering
 
 
 class Unsupported(Exception):
@@ -43,6 +50,8 @@ def problem_from_inputs(kernel_inputs: Any, op_name: str) -> Problem:
         raise Unsupported("unsupported_op")
     if not hasattr(kernel_inputs, "mnk_hinted"):
         raise Unsupported("not_mm_inputs")
+    if op_name == SCALED_MM:
+        return scaled_problem_from_inputs(kernel_inputs)
     m, n, k = (int(x) for x in kernel_inputs.mnk_hinted())
     batch = int(kernel_inputs.batch_hinted()) if op_name in ("bmm", "baddbmm") else 1
     nodes_strides = kernel_inputs.strides_hinted()
@@ -67,6 +76,57 @@ def problem_from_inputs(kernel_inputs: Any, op_name: str) -> Problem:
                 trans_a=_transposed(s1), trans_b=_transposed(s2), bias=bias,
                 alpha=float(scalars.get("alpha", 1.0)), beta=float(scalars.get("beta", 1.0)))
     if min(p.m, p.n, p.k, p.batch) < 1:
+        raise Unsupported("degenerate_shape")
+    return p
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def scale_kind(scale_a_shape: tuple, scale_b_shape: tuple, m: int, n: int) -> str:
+    """The Problem.scale of _scaled_mm's scale operands: "tensor" when both hold one element,
+    "row" for scale_a [M, 1] with scale_b [1, N]; raises Unsupported("unsupported_scale")
+    for any other pair (block-wise, column-only, ...)."""
+    sa, sb = tuple(int(d) for d in scale_a_shape), tuple(int(d) for d in scale_b_shape)
+    if _numel(sa) == 1 and _numel(sb) == 1:
+        return "tensor"
+    if sa == (m, 1) and sb == (1, n):
+        return "row"
+    raise Unsupported("unsupported_scale")
+
+
+def scaled_problem_from_inputs(kernel_inputs: Any) -> Problem:
+    """The Problem of an `aten._scaled_mm` lowering's MMKernelInputs (inputs mat_a, mat_b,
+    scale_a, scale_b[, bias]): op "scaled_mm", batch 1, float8_e4m3fn operands, the output
+    dtype, the operands' layouts and the scale kind (scale_kind). Raises Unsupported for what
+    the scaled_mm family does not cover: a bias ("scaled_mm_bias"), operands of another dtype
+    ("unsupported_dtype"), scales that are not float32 ("unsupported_scale_dtype") or of
+    another shape ("unsupported_scale")."""
+    m, n, k = (int(x) for x in kernel_inputs.mnk_hinted())
+    shapes = kernel_inputs.shapes_hinted()
+    strides = kernel_inputs.strides_hinted()
+    dtypes = kernel_inputs.dtypes()
+    i1, i2 = ic.mm_operand_indices(kernel_inputs)
+    if len(shapes) < 4:
+        raise Unsupported("no_scale_inputs")
+    if len(shapes) > 4:
+        raise Unsupported("scaled_mm_bias")
+    ia, ib = (j for j in range(4) if j not in (i1, i2))
+    if str(dtypes[ia]) != "torch.float32" or str(dtypes[ib]) != "torch.float32":
+        raise Unsupported("unsupported_scale_dtype")
+    da, db = _FP8_DTYPES.get(str(dtypes[i1])), _FP8_DTYPES.get(str(dtypes[i2]))
+    if da is None or db is None:
+        raise Unsupported("unsupported_dtype")
+    s1, s2 = tuple(int(s) for s in strides[i1]), tuple(int(s) for s in strides[i2])
+    p = Problem(op=SCALED_MM, batch=1, m=m, n=n, k=k, dtype_a=da, dtype_b=db,
+                dtype_out=dtype_name(kernel_inputs.out_dtype()), trans_a=_transposed(s1),
+                trans_b=_transposed(s2), bias="none", alpha=1.0, beta=1.0,
+                scale=scale_kind(shapes[ia], shapes[ib], m, n))
+    if min(p.m, p.n, p.k) < 1:
         raise Unsupported("degenerate_shape")
     return p
 
@@ -297,7 +357,7 @@ def is_rankable(ktc: Any) -> bool:
     return compat.ktc_uid(ktc).startswith("triton::")
 
 
-OWN_ATEN = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+OWN_ATEN = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
 
 
 def is_own_aten(ktc: Any) -> bool:
@@ -314,6 +374,11 @@ def aten_config(ktc: Any, problem: Problem) -> KernelConfig:
         params = {**compat.ktc_kwargs(ktc), **compat.ktc_extra_kwargs(ktc)}
     except compat.UnsupportedTorch:
         pass
+    if problem.op == SCALED_MM:
+        # cuBLASLt's _scaled_mm: template `aten`, its fast-accumulation flag (Inductor's
+        # kwarg override `use_fast_accum`) as the config's use_fast_accum
+        return KernelConfig(template="aten", use_fast_accum=bool(params.get("use_fast_accum",
+                                                                            params.get("USE_FAST_ACCUM", False))))
     return to_config(compat.ktc_uid(ktc), params,
                      allow_tf32=problem.dtype_a == "float32" and compat.cublas_tf32_enabled())
 

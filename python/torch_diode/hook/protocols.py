@@ -1,7 +1,8 @@
 """The interface the handler (hook/choices.py) needs from a ranker.
 
-`ranking.Ranker` is the implementation the hook installs (a model, its per-config feature
-table and a per-problem prediction cache). The handler and HookState are typed against
+`ranking.Ranker` is the implementation the hook installs for the GEMM model (a model, its
+per-config feature table and a per-problem prediction cache); `ranking.FamilyRanker` the one
+for another decision family's model (scaled_mm: features by torch_diode.features per config). The handler and HookState are typed against
 `Ranker` below, so that another scorer (a test double, a different model runtime) can be
 put into a HookState without subclassing ranking.Ranker: it needs these attributes and
 methods and nothing else. Every method may be called from several threads at once (Inductor

@@ -26,6 +26,11 @@ The previous implementation (torch_diode.features per config, one Python sort) i
 oracle: tests/python/reference_ranker.py (ReferenceRanker); tests/python/test_hook_rank_fast.py
 and the model tests check that `Ranker` returns exactly its scores and ranking.
 `Ranker` implements protocols.Ranker, the interface the handler (choices.py) calls.
+
+`Ranker` is the GEMM model's (the base features above). A model of another decision family
+(model.json "family": scaled_mm, whose features add scale_rowwise and fast_accum) is ranked by
+`FamilyRanker`, the same interface over torch_diode.features per config; `ranker_for_model`
+picks the one for a loaded model.
 """
 from __future__ import annotations
 
@@ -883,3 +888,129 @@ class Ranker:
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+def model_family(model: LoadedModel) -> str:
+    """The decision family of a loaded model: its feature spec's `family` (model.json
+    "family"; absent: "gemm")."""
+    return getattr(model.info.feature_spec, "family", None) or getattr(model.info, "family", None) or "gemm"
+
+
+class FamilyRanker:
+    """The ranker of a decision family other than gemm (scaled_mm): the same interface as
+    Ranker (protocols.Ranker), with each config's features computed by
+    torch_diode.features.features, the reference definition of every family's features
+    (Inductor offers a scaled_mm lowering about a hundred configs, so the per-config Python
+    path costs a few milliseconds per distinct problem). The model's scores follow the same
+    rules as Ranker's: member 0's prediction for a single model, model.cascade_scores for
+    an ensemble, model.prefilter_scores with a pre-filter; the scores of one problem and
+    one offered list are cached (Inductor lowers the same FP8 GEMM of every decoder layer
+    with the same list). Thread-safe."""
+
+    def __init__(self, model: LoadedModel):
+        self.model = model
+        self.spec = model.info.feature_spec
+        self.family = model_family(model)
+        self._lock = threading.Lock()
+        # (problem, distinct keys in first-offered order) -> float32 scores of those keys
+        self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def _features(self, problem: Problem, keys: list[tuple]) -> np.ndarray:
+        from ..features import features
+        x = np.empty((len(keys), len(self.spec.names)), dtype=np.float32)
+        for i, k in enumerate(keys):
+            x[i] = features(self.spec, problem, KernelConfig(*k))
+        return x
+
+    def _forward(self, x: np.ndarray, module) -> np.ndarray:
+        with _real_tensors():
+            y = np.asarray(module(torch.from_numpy(x)).numpy(), dtype=np.float32)
+        if not np.isfinite(y).all():
+            raise FloatingPointError("model produced a non-finite prediction")
+        return y
+
+    def _score_distinct(self, problem: Problem, keys: list[tuple]) -> np.ndarray:
+        """Float32 scores of distinct config keys (the candidate list, in order)."""
+        x = self._features(problem, keys)
+        aten = np.fromiter((is_aten_template(k[0]) for k in keys), dtype=bool, count=len(keys))
+        model = self.model
+
+        def ensemble(idx: np.ndarray) -> np.ndarray:
+            sub = x[idx]
+            p0 = self._forward(sub, model.module)
+            if not model.others:
+                return p0
+            return cascade_scores(p0, aten[idx], model.cascade,
+                                  lambda j: self._forward(sub[j], model.run_others) if len(j)
+                                  else np.empty((len(model.others), 0), dtype=np.float32))
+
+        everything = np.arange(len(keys), dtype=np.intp)
+        if model.prefilter is not None:
+            q = self._forward(x, model.prefilter)
+            return prefilter_scores(q, aten, model.keep, ensemble)
+        return ensemble(everything)
+
+    def rank_keys(self, problem: Problem, keys: list[tuple], opts: Options) -> Ranking:
+        t0 = time.perf_counter()
+        distinct = list(dict.fromkeys(keys))
+        ck = (problem, tuple(distinct))
+        with self._lock:
+            cached = self._cache.get(ck)
+            if cached is not None:
+                self._cache.move_to_end(ck)
+        hit = cached is not None
+        t1 = time.perf_counter()
+        if not hit:
+            cached = self._score_distinct(problem, distinct) if distinct else np.empty(0, dtype=np.float32)
+            with self._lock:
+                self._cache[ck] = cached
+                while len(self._cache) > CACHE_PROBLEMS:
+                    self._cache.popitem(last=False)
+        t2 = time.perf_counter()
+        pos = {k: i for i, k in enumerate(distinct)}
+        scores = cached[[pos[k] for k in keys]].astype(np.float64) if keys else np.empty(0)
+        kept = select_array(scores, opts)
+        margin = margin_of_distinct(cached.astype(np.float64))
+        t3 = time.perf_counter()
+        return Ranking(scores, kept, margin, hit, 0.0 if hit else t2 - t1,
+                       {"extract": 0.0, "keys": t1 - t0, "features": 0.0 if hit else t2 - t1, "forward": 0.0,
+                        "select": t3 - t2, "total": t3 - t0})
+
+    def rank(self, problem: Problem, configs: list[KernelConfig], opts: Options) -> Ranking:
+        return self.rank_keys(problem, list(map(_config_key, configs)), opts)
+
+    def rank_ktcs(self, problem: Problem, ktcs: list, opts: Options, extra_keys=()) -> Ranking:
+        from . import extract
+        t0 = time.perf_counter()
+        keys = extract.config_keys_from_ktcs(ktcs)
+        t1 = time.perf_counter()
+        extra = list(extra_keys)
+        r = self.rank_keys(problem, keys + extra, opts)
+        if not extra:
+            r.breakdown["extract"] = t1 - t0
+            return r
+        scores = r.scores[:len(keys)]
+        r2 = Ranking(scores, select_array(scores, opts),
+                     margin_of_distinct(np.unique(scores)) if len(scores) else None, r.cache_hit, r.seconds,
+                     {**r.breakdown, "extract": t1 - t0}, r.scores[len(keys):])
+        return r2
+
+    def member_gaps(self, problem: Problem, pick_key: tuple, aten_key: tuple) -> list[float]:
+        x = self._features(problem, [pick_key, aten_key])
+        preds = [self._forward(x, self.model.module)]
+        if self.model.others:
+            preds += list(self._forward(x, self.model.run_others))
+        out = [float(np.float32(p[1]) - np.float32(p[0])) for p in preds]
+        if not all(math.isfinite(g) for g in out):
+            raise FloatingPointError("model produced a non-finite prediction")
+        return out
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+def ranker_for_model(model: LoadedModel):
+    """The ranker of a loaded model: Ranker (the vectorised GEMM features) for a gemm model,
+    FamilyRanker for a model of another decision family."""
+    return Ranker(model) if model_family(model) == "gemm" else FamilyRanker(model)

@@ -15,9 +15,15 @@ split one lowering into several finalize calls (ATen templates first, Triton tem
 after); `Lowering.chosen` makes sure that the calls of one lowering hand over one choice
 in all.
 
+The FP8 `aten._scaled_mm` lowering (Inductor's op_name "scaled_mm": cuBLASLt's
+`aten::_scaled_mm` and `triton::mm` with the scale epilogue) is wrapped the same way and
+engaged when a model of the scaled_mm decision family is loaded (HookState.ranker_for):
+without one Inductor lowers it as before (it offers the Triton configs of `_scaled_mm` even
+without max-autotune, and benchmarks them).
+
 Not engaged when: the user's config already turns GEMM autotuning on (mode="max-autotune",
 `max_autotune_gemm`: the user's path, where the hook filters as before), the input is not on
-a CUDA device, the hook has no model or is not in predict mode, the option
+a CUDA device, the hook has no model of the op's decision family or is not in predict mode, the option
 `zero_config` is off, or `TORCH_DIODE_ZERO_CONFIG=0`.
 """
 from __future__ import annotations
@@ -33,8 +39,10 @@ log = logging.getLogger("torch_diode")
 
 ENV_ZERO_CONFIG = "TORCH_DIODE_ZERO_CONFIG"
 GEMM_LOWERINGS = ("mm", "addmm", "bmm", "baddbmm")
+# aten op (overload packet name) -> Inductor's op_name of its lowering, for every lowering wrapped
+LOWERINGS = {**{op: op for op in GEMM_LOWERINGS}, "_scaled_mm": "scaled_mm"}
 # the operand whose device decides: addmm / baddbmm take the bias first
-_MAT1_INDEX = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+_MAT1_INDEX = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1, "scaled_mm": 0}
 
 
 def env_enabled() -> bool:
@@ -44,7 +52,8 @@ def env_enabled() -> bool:
 
 @dataclass
 class Lowering:
-    """One engaged GEMM lowering: `chosen` once a finalize call of it handed a choice over."""
+    """One engaged lowering (GEMM or scaled_mm; `op` is Inductor's op_name): `chosen` once a
+    finalize call of it handed a choice over."""
     op: str
     chosen: bool = False
 
@@ -91,8 +100,13 @@ def _on_cuda(node: Any) -> bool:
 
 
 def should_engage(state: Any, op: str, args: tuple) -> bool:
-    """Whether this lowering runs with GEMM templates on: see the module docstring."""
-    if state is None or getattr(state, "ranker", None) is None:
+    """Whether this lowering (Inductor's op_name `op`) runs with GEMM templates on: see the
+    module docstring."""
+    if state is None:
+        return False
+    ranker_for = getattr(state, "ranker_for", None)   # HookState's: the model of op's family
+    ranker = ranker_for(op) if ranker_for is not None else getattr(state, "ranker", None)
+    if ranker is None:
         return False
     opts = state.options
     if opts.mode != "predict" or not opts.zero_config:
@@ -114,8 +128,8 @@ _install_lock = threading.Lock()
 
 
 def install_lowerings(get_state: Callable[[], Any]) -> bool:
-    """Wraps Inductor's lowerings of mm / addmm / bmm / baddbmm (every overload key) once per
-    process; the wrapper calls the original with `max_autotune_gemm` patched on when
+    """Wraps Inductor's lowerings of mm / addmm / bmm / baddbmm and _scaled_mm (every overload
+    key) once per process; the wrapper calls the original with `max_autotune_gemm` patched on when
     `should_engage(get_state(), ...)`, else exactly as before. Returns whether the wrappers
     are in place (False on a torch without these lowerings)."""
     with _install_lock:
@@ -130,8 +144,10 @@ def install_lowerings(get_state: Callable[[], Any]) -> bool:
             return False
         aten = torch.ops.aten
         wrapped = 0
-        for op in GEMM_LOWERINGS:
-            packet = getattr(aten, op)
+        for aten_name, op in LOWERINGS.items():
+            packet = getattr(aten, aten_name, None)
+            if packet is None:   # a torch without _scaled_mm
+                continue
             for key, fn in list(lowerings.items()):
                 if key is not packet and getattr(key, "overloadpacket", None) is not packet:
                     continue

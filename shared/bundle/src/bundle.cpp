@@ -1,14 +1,48 @@
 #include "diode/bundle/bundle.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "diode/bundle/model_dir.h"
+#include "diode/features.h"
 #include "diode/hardware.h"
 #include "diode/io.h"
 
 namespace diode::bundle {
 
+void check_family(const std::string& family) {
+  const auto& fams = feature_families();
+  if (std::find(fams.begin(), fams.end(), family) != fams.end()) return;
+  std::string known;
+  for (const auto& f : fams) known += (known.empty() ? "" : ", ") + f;
+  throw std::invalid_argument("unknown decision family \"" + family.substr(0, 64) + "\" (known: " + known + ")");
+}
+
+std::string family_subdir(const std::string& family) {
+  check_family(family);
+  return family == kGemmFamily ? std::string() : "families/" + family;
+}
+
 namespace {
+// The optional signed "family" of bundle.json or index.json: absent means gemm, and
+// gemm is never written, so each bundle has exactly one signed form.
+std::string parse_family(const json& s, const std::string& w) {
+  if (!s.contains("family")) return kGemmFamily;
+  const std::string f = get_string(s, "family", w, 64);
+  try {
+    check_family(f);
+  } catch (const std::invalid_argument& e) {
+    throw VerifyError(w + ".family: " + e.what());
+  }
+  if (f == kGemmFamily) throw VerifyError(w + ".family: \"gemm\" is written by leaving the field out");
+  return f;
+}
+
+void check_expected_family(const std::string& got, const std::string& expected, const std::string& w) {
+  if (!expected.empty() && got != expected)
+    throw VerifyError(w + ": is of decision family " + got + ", not the requested " + expected);
+}
+
 bool is_hex64(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -39,7 +73,7 @@ json make_bundle(const json& model, const std::map<std::string, std::string>& fi
   const json& ds = model.at("dataset");
   json dataset = {{"sha256", ds.at("sha256")}, {"records", ds.at("records")}};
   if (ds.contains("problems")) dataset["problems"] = ds["problems"];
-  return {{"_type", "bundle"},
+  json b = {{"_type", "bundle"},
           {"spec_version", 1},
           {"hardware_key", model.at("hardware_key")},
           {"version", version},
@@ -53,6 +87,9 @@ json make_bundle(const json& model, const std::map<std::string, std::string>& fi
           {"training", model.at("training")},
           {"tested_torch_versions", tested_torch_versions},
           {"files", files}};
+  const std::string family = model_family(model);
+  if (family != kGemmFamily) b["family"] = family;
+  return b;
 }
 
 BundleMeta parse_bundle(const json& s) {
@@ -62,6 +99,7 @@ BundleMeta parse_bundle(const json& s) {
   BundleMeta m;
   m.hardware_key = get_string(s, "hardware_key", w, 64);
   if (!is_valid_hardware_key(m.hardware_key)) throw VerifyError(w + ".hardware_key: not a valid hardware key");
+  m.family = parse_family(s, w);
   m.version = get_uint(s, "version", w);
   if (m.version < 1) throw VerifyError(w + ".version: must be at least 1");
   m.created = parse_time(get_string(s, "created", w, 32), w + ".created");
@@ -82,12 +120,13 @@ BundleMeta parse_bundle(const json& s) {
 }
 
 BundleMeta verify_bundle_envelope(const json& env, const TrustState& trust, std::time_t now,
-                                  const std::string& hardware_key, uint64_t version) {
+                                  const std::string& hardware_key, uint64_t version, const std::string& family) {
   const json& s = verify_envelope(env, trust.meta.targets,
                                   "bundle.json (targets keys of root version " + std::to_string(trust.meta.version) + ")",
                                   trust.revoked);
   BundleMeta m = parse_bundle(s);
   check_hw(m.hardware_key, hardware_key, "bundle.json");
+  check_expected_family(m.family, family, "bundle.json");
   if (version != 0 && m.version != version)
     throw VerifyError("bundle.json: is version " + std::to_string(m.version) + ", the index names version " +
                       std::to_string(version));
@@ -108,18 +147,21 @@ void verify_bundle_file(const BundleMeta& meta, const std::string& name, std::st
 }
 
 json make_index(const std::string& hardware_key, uint64_t version, std::time_t expires, const FileEntry& bundle_json,
-                const std::vector<uint64_t>& versions) {
-  return {{"_type", "index"},
+                const std::vector<uint64_t>& versions, const std::string& family) {
+  check_family(family);
+  json idx = {{"_type", "index"},
           {"spec_version", 1},
           {"hardware_key", hardware_key},
           {"version", version},
           {"expires", format_time(expires)},
           {"bundle", {{"sha256", bundle_json.sha256}, {"size", bundle_json.size}}},
           {"versions", versions}};
+  if (family != kGemmFamily) idx["family"] = family;
+  return idx;
 }
 
 IndexMeta verify_index_envelope(const json& env, const TrustState& trust, std::time_t now,
-                                const std::string& hardware_key) {
+                                const std::string& hardware_key, const std::string& family) {
   const json& s = verify_envelope(env, trust.meta.targets,
                                   "index.json (targets keys of root version " + std::to_string(trust.meta.version) + ")",
                                   trust.revoked);
@@ -129,6 +171,8 @@ IndexMeta verify_index_envelope(const json& env, const TrustState& trust, std::t
   IndexMeta m;
   m.hardware_key = get_string(s, "hardware_key", w, 64);
   check_hw(m.hardware_key, hardware_key, w);
+  m.family = parse_family(s, w);
+  check_expected_family(m.family, family, w);
   m.version = get_uint(s, "version", w);
   if (m.version < 1) throw VerifyError(w + ".version: must be at least 1");
   m.expires = parse_time(get_string(s, "expires", w, 32), w + ".expires");
@@ -155,10 +199,10 @@ std::string read_in(const std::filesystem::path& dir, const std::string& name, s
 }  // namespace
 
 BundleMeta verify_bundle_dir_with(const std::string& dir, const TrustState& trust, std::time_t now,
-                                  const std::string& hardware_key, uint64_t version) {
+                                  const std::string& hardware_key, uint64_t version, const std::string& family) {
   const std::filesystem::path p(dir);
   const json env = parse_untrusted_json(read_in(p, "bundle.json", kMaxMetadataBytes), "bundle.json");
-  BundleMeta meta = verify_bundle_envelope(env, trust, now, hardware_key, version);
+  BundleMeta meta = verify_bundle_envelope(env, trust, now, hardware_key, version, family);
   std::map<std::string, std::string> bytes;
   for (const auto& [name, entry] : meta.files) {
     bytes[name] = read_in(p, name, kMaxFileBytes);
@@ -169,10 +213,13 @@ BundleMeta verify_bundle_dir_with(const std::string& dir, const TrustState& trus
   check_model(model, check_weights(bytes["weights.msgpack"]));
   if (model["hardware_key"] != meta.hardware_key)
     throw VerifyError("model.json: hardware_key differs from bundle.json's " + meta.hardware_key);
+  if (model_family(model) != meta.family)
+    throw VerifyError("model.json: family " + model_family(model) + " differs from bundle.json's " + meta.family);
   return meta;
 }
 
-BundleMeta verify_bundle_dir(const std::string& dir, const PublicKey& pinned, std::time_t now) {
+BundleMeta verify_bundle_dir(const std::string& dir, const PublicKey& pinned, std::time_t now,
+                             const std::string& family) {
   const std::filesystem::path p(dir);
   const json roots = parse_untrusted_json(read_in(p, "roots.json", kMaxMetadataBytes), "roots.json");
   const TrustState trust = update_trust(field(roots, "roots", "roots.json"), pinned, std::nullopt, now);
@@ -181,7 +228,7 @@ BundleMeta verify_bundle_dir(const std::string& dir, const PublicKey& pinned, st
   const std::string key = hw && hw->contains("hardware_key") && (*hw)["hardware_key"].is_string()
                               ? (*hw)["hardware_key"].get<std::string>()
                               : std::string();
-  return verify_bundle_dir_with(dir, trust, now, key);
+  return verify_bundle_dir_with(dir, trust, now, key, 0, family);
 }
 
 }  // namespace diode::bundle

@@ -57,15 +57,17 @@ PublicKey root_key(const char* hex) {
 }
 }  // namespace
 
-extern "C" int diode_client_pull(const char* hub_url, const char* hardware_key, const char* cache_dir,
-                                 const char* root_pubkey_hex, char* out_path_buf, size_t buf_len, char* err_buf,
-                                 size_t err_len) {
+namespace {
+int pull_family(const char* hub_url, const char* hardware_key, const char* family, const char* cache_dir,
+                const char* root_pubkey_hex, char* out_path_buf, size_t buf_len, char* err_buf, size_t err_len) {
   return guarded(err_buf, err_len, [&]() -> int {
     if (!hardware_key) throw std::invalid_argument("hardware_key is NULL");
+    if (!family) throw std::invalid_argument("family is NULL");
     if (!out_path_buf || buf_len == 0) throw std::invalid_argument("out_path_buf is NULL or empty");
     PullOptions opt;
     opt.hub_url = hub_url ? hub_url : "";
     opt.hardware_key = hardware_key;
+    opt.family = family;
     opt.cache_dir = cache_dir ? cache_dir : "";
     opt.root_key = root_key(root_pubkey_hex);
     const PullResult r = pull(opt);
@@ -81,11 +83,37 @@ extern "C" int diode_client_pull(const char* hub_url, const char* hardware_key, 
     return DIODE_OK;
   });
 }
+}  // namespace
+
+extern "C" int diode_client_pull(const char* hub_url, const char* hardware_key, const char* cache_dir,
+                                 const char* root_pubkey_hex, char* out_path_buf, size_t buf_len, char* err_buf,
+                                 size_t err_len) {
+  return pull_family(hub_url, hardware_key, kGemmFamily, cache_dir, root_pubkey_hex, out_path_buf, buf_len, err_buf,
+                     err_len);
+}
+
+extern "C" int diode_client_pull_family(const char* hub_url, const char* hardware_key, const char* family,
+                                        const char* cache_dir, const char* root_pubkey_hex, char* out_path_buf,
+                                        size_t buf_len, char* err_buf, size_t err_len) {
+  return pull_family(hub_url, hardware_key, family, cache_dir, root_pubkey_hex, out_path_buf, buf_len, err_buf,
+                     err_len);
+}
 
 extern "C" int diode_client_verify(const char* bundle_dir, const char* root_pubkey_hex, char* err_buf, size_t err_len) {
   return guarded(err_buf, err_len, [&]() -> int {
     if (!bundle_dir) throw std::invalid_argument("bundle_dir is NULL");
     verify_bundle_dir(bundle_dir, root_key(root_pubkey_hex), std::time(nullptr));
+    return DIODE_OK;
+  });
+}
+
+extern "C" int diode_client_verify_family(const char* bundle_dir, const char* family, const char* root_pubkey_hex,
+                                          char* err_buf, size_t err_len) {
+  return guarded(err_buf, err_len, [&]() -> int {
+    if (!bundle_dir) throw std::invalid_argument("bundle_dir is NULL");
+    if (!family) throw std::invalid_argument("family is NULL");
+    check_family(family);
+    verify_bundle_dir(bundle_dir, root_key(root_pubkey_hex), std::time(nullptr), family);
     return DIODE_OK;
   });
 }

@@ -141,11 +141,12 @@ void register_bundle_commands(CLI::App& app) {
     o.tested_torch_versions = pa->torch;
     const auto r = publish(pa->registry.empty() ? default_registry_dir() : pa->registry, pa->model,
                            load_signing_keys(pa->keys.empty() ? default_keys_dir() : pa->keys), o);
-    std::cout << "published " << r.hardware_key << " version " << r.version << " at " << r.dir << "\n";
+    std::cout << "published " << r.hardware_key << (r.family == kGemmFamily ? "" : " family " + r.family) << " version "
+              << r.version << " at " << r.dir << "\n";
   });
 
   struct PullArgs {
-    std::string hardware = "auto", hub, cache, root_key;
+    std::string hardware = "auto", hub, cache, root_key, family = kGemmFamily;
     bool offline = false;
   };
   auto pl = std::make_shared<PullArgs>();
@@ -160,8 +161,14 @@ void register_bundle_commands(CLI::App& app) {
                        "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY, else the release root key "
                        "shipped in python/torch_diode/bundles/root.pub)");
   pull_cmd->add_flag("--offline", pl->offline, "Use the cache only");
+  pull_cmd->add_option("--family", pl->family,
+                       "Decision family of the model: gemm, or another family's bundle from "
+                       "/v1/models/<hw>/families/<family>/ (cached under <cache>/<hw>/families/<family>/)")
+      ->capture_default_str();
   pull_cmd->callback([pl] {
     PullOptions o;
+    check_family(pl->family);  // before anything else: a typo is a usage error
+    o.family = pl->family;
     o.hardware_key = pl->hardware == "auto" || pl->hardware.empty() ? detect_hardware_key() : pl->hardware;
     o.hub_url = pl->offline ? "" : pl->hub;
     if (o.hub_url.empty() && !pl->offline) throw std::invalid_argument("pass --hub URL (or set DIODE_HUB_URL), or --offline");
@@ -183,7 +190,8 @@ void register_bundle_commands(CLI::App& app) {
       } catch (const std::exception& le) {
         listing = std::string("(could not list the hub's models: ") + le.what() + ")";
       }
-      throw std::runtime_error("no model for " + o.hardware_key + " on " + o.hub_url + " (" + e.what() + ")\n" + listing);
+      throw std::runtime_error("no " + (o.family == kGemmFamily ? std::string() : o.family + " ") + "model for " +
+                               o.hardware_key + " on " + o.hub_url + " (" + e.what() + ")\n" + listing);
     }
     if (r.offline) std::cerr << "warning: served from the cache: " << r.note << "\n";
     std::cout << r.path << "\n";
@@ -191,20 +199,23 @@ void register_bundle_commands(CLI::App& app) {
 
   auto vroot = std::make_shared<std::string>();
   auto vdir = std::make_shared<std::string>();
+  auto vfamily = std::make_shared<std::string>();
   auto* ver = app.add_subcommand("verify", "Verify a bundle directory (signatures, root chain, hashes, expiry)");
   ver->add_option("BUNDLE_DIR", *vdir, "Bundle directory")->required();
   ver->add_option("--root-key", *vroot,
                   "Pinned root public key: hex or a file (default $DIODE_ROOT_PUBKEY, else the release root key "
                   "shipped in python/torch_diode/bundles/root.pub)");
-  ver->callback([vdir, vroot] {
+  ver->add_option("--family", *vfamily, "Also require this decision family (default: any; absent in bundle.json = gemm)");
+  ver->callback([vdir, vroot, vfamily] {
+    if (!vfamily->empty()) check_family(*vfamily);
     const PublicKey root = load_root_key(*vroot);
     BundleMeta m;
     try {
-      m = verify_bundle_dir(*vdir, root, std::time(nullptr));
+      m = verify_bundle_dir(*vdir, root, std::time(nullptr), *vfamily);
     } catch (const VerifyError& e) {
       throw VerifyError(*vdir + ": " + e.what());  // which bundle, when a script verifies several
     }
-    std::cout << "OK " << m.hardware_key << " version " << m.version << " expires " << format_time(m.expires)
+    std::cout << "OK " << m.hardware_key << (m.family == kGemmFamily ? "" : " family " + m.family) << " version " << m.version << " expires " << format_time(m.expires)
               << " root key " << root.fingerprint() << "\n";
   });
 
@@ -217,7 +228,8 @@ void register_bundle_commands(CLI::App& app) {
       "List models. With --registry DIR (or $DIODE_REGISTRY): a publisher's registry (hardware key, current version, "
       "index expiry, every version). With --cache DIR, or when no registry is given: the local pull cache (hardware "
       "key, version, when a pull last verified it, path; default $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or "
-      "~/.cache/diode)");
+      "~/.cache/diode). A GEMM model's line starts with its hardware key and version; another decision family's "
+      "has a family column after the hardware key (\"<hw>\tfamily <family>\tversion ...\")");
   auto* o_reg = list->add_option("--registry", *lreg, "Registry root to list (default $DIODE_REGISTRY)");
   list->add_option("--cache", *lcache, "Pull cache to list")->excludes(o_reg);
   list->callback([lreg, lcache] {
@@ -229,18 +241,18 @@ void register_bundle_commands(CLI::App& app) {
       const auto entries = list_cache(dir);
       if (entries.empty()) std::cerr << "no models cached in " << dir << "\n";
       for (const auto& m : entries)
-        std::cout << m.hardware_key << "\tversion " << m.version << "\tverified " << m.verified_at << "\t" << m.path
+        std::cout << m.hardware_key << (m.family == kGemmFamily ? "" : "\tfamily " + m.family) << "\tversion " << m.version << "\tverified " << m.verified_at << "\t" << m.path
                   << "\n";
       return;
     }
-    for (const auto& e : list_registry(registry)) {
-      std::cout << e.hardware_key << "\tcurrent " << e.current << "\texpires " << e.expires << "\tversions";
+    for (const auto& e : list_registry(registry, false, SIZE_MAX, /*with_families=*/true)) {
+      std::cout << e.hardware_key << (e.family == kGemmFamily ? "" : "\tfamily " + e.family) << "\tcurrent " << e.current << "\texpires " << e.expires << "\tversions";
       for (auto v : e.versions) std::cout << " " << v;
       std::cout << "\n";
     }
   });
   struct ExampleArgs {
-    std::string out, hw = "nvidia-h100-80gb";
+    std::string out, hw = "nvidia-h100-80gb", family = kGemmFamily;
     uint64_t hidden = 8, blocks = 1;
   };
   auto ex = std::make_shared<ExampleArgs>();
@@ -249,9 +261,11 @@ void register_bundle_commands(CLI::App& app) {
   example->add_option("--hardware", ex->hw, "Hardware key")->capture_default_str();
   example->add_option("--hidden", ex->hidden, "Hidden units")->capture_default_str();
   example->add_option("--blocks", ex->blocks, "Residual blocks")->capture_default_str();
+  example->add_option("--family", ex->family, "Decision family of the model (gemm, scaled_mm)")->capture_default_str();
   example->callback([ex] {
     if (!is_valid_hardware_key(ex->hw)) throw std::invalid_argument("not a valid hardware key: " + ex->hw);
-    write_example_model(ex->out, ex->hw, ex->hidden, ex->blocks);
+    check_family(ex->family);
+    write_example_model(ex->out, ex->hw, ex->hidden, ex->blocks, ex->family);
     std::cout << "wrote " << ex->out << "/model.json and weights.msgpack\n";
   });
 }

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <random>
 
@@ -51,6 +53,36 @@ std::optional<TrustState> load_trust(const fs::path& cache) {
                                                     4 * kMaxMetadataBytes));
 }
 
+// Issue 54, fault 8: a cached trust.json that does not parse or verify used to
+// wedge every pull until someone deleted it by hand. On the online path it is
+// moved aside to trust.json.corrupt-<UTC timestamp> (kept for inspection), one
+// line names the file and the reason, and the pull bootstraps again from the
+// pinned root key and the hub's root chain, exactly as a fresh cache would.
+// Only a file that fails on its own is quarantined: a sound trust state that is
+// anchored to another root key, or that the hub's roots roll back, is still an
+// error (update_trust), never silently replaced.
+std::optional<TrustState> load_trust_or_quarantine(const fs::path& cache, std::string& note) {
+  try {
+    return load_trust(cache);
+  } catch (const std::exception& e) {
+    const fs::path p = cache / "trust.json";
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    fs::path aside = cache / ("trust.json.corrupt-" + std::string(stamp));
+    for (int i = 1; fs::exists(aside); ++i)
+      aside = cache / ("trust.json.corrupt-" + std::string(stamp) + "-" + std::to_string(i));
+    fs::rename(p, aside);
+    io::fsync_dir(cache.string());
+    note = "the cached trust state " + p.string() + " is corrupt (" + e.what() + "); moved it to " + aside.string() +
+           " and fetched the roots from the hub again";
+    std::cerr << "warning: " << note << "\n";
+    return std::nullopt;
+  }
+}
+
 uint64_t load_highest(const fs::path& hw_dir) {
   const fs::path p = hw_dir / "state.json";
   if (!fs::exists(p)) return 0;
@@ -60,11 +92,21 @@ uint64_t load_highest(const fs::path& hw_dir) {
 void check_args(const PullOptions& opt) {
   if (!is_valid_hardware_key(opt.hardware_key))
     throw std::invalid_argument("\"" + opt.hardware_key.substr(0, 80) + "\" is not a valid hardware key");
+  check_family(opt.family);
   if (opt.root_key.raw.size() != 32) throw std::invalid_argument("the pinned root key must be 32 bytes (64 hex characters)");
 }
 
 std::string cache_of(const PullOptions& opt) { return opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir; }
 std::time_t now_of(const PullOptions& opt) { return opt.now ? opt.now : std::time(nullptr); }
+// <hw>, or <hw>/families/<family>: below the cache root, and below /v1/models/ on the hub.
+std::string family_path(const PullOptions& opt) {
+  const std::string sub = family_subdir(opt.family);
+  return sub.empty() ? opt.hardware_key : opt.hardware_key + "/" + sub;
+}
+// How messages name what was asked for: "nvidia-h100-80gb" or "nvidia-h100-80gb (scaled_mm)".
+std::string subject(const PullOptions& opt) {
+  return opt.family == kGemmFamily ? opt.hardware_key : opt.hardware_key + " (" + opt.family + ")";
+}
 PullResult install(const PullOptions& opt, const std::string& index_text, std::time_t now);
 }  // namespace
 
@@ -79,16 +121,16 @@ std::string default_cache_dir() {
 PullResult cached(const PullOptions& opt) {
   check_args(opt);
   const fs::path cache(cache_of(opt));
-  const fs::path hw_dir = cache / opt.hardware_key;
+  const fs::path hw_dir = cache / family_path(opt);
   const auto trust = load_trust(cache);
   const uint64_t v = fs::exists(hw_dir) ? load_highest(hw_dir) : 0;
   if (!trust || v == 0)
-    throw NetworkError("no cached bundle for " + opt.hardware_key + " in " + cache.string() + "; pull it online first");
+    throw NetworkError("no cached bundle for " + subject(opt) + " in " + cache.string() + "; pull it online first");
   if (trust->anchor != opt.root_key.keyid())
     throw VerifyError("the cache's trust state is anchored to " + trust->anchor_name() + ", not the given root key " +
                       opt.root_key.fingerprint() + "; use another cache directory");
   const fs::path dir = hw_dir / std::to_string(v);
-  verify_bundle_dir_with(dir.string(), *trust, now_of(opt), opt.hardware_key, v);
+  verify_bundle_dir_with(dir.string(), *trust, now_of(opt), opt.hardware_key, v, opt.family);
   return {dir.string(), v, true, ""};
 }
 
@@ -108,7 +150,7 @@ PullResult pull(const PullOptions& opt) {
   fs::create_directories(cache);
   io::FileLock lock((cache / "pull.lock").string());
 
-  const std::string base = hub + "/v1/models/" + opt.hardware_key;
+  const std::string base = hub + "/v1/models/" + family_path(opt);
   std::string index_text;
   try {
     index_text = http_get(base + "/index", kMaxMetadataBytes, "index.json");
@@ -144,6 +186,28 @@ PullResult pull(const PullOptions& opt) {
   }
 }
 
+namespace {
+// One state.json directory (<cache>/<hw>/ or <cache>/<hw>/families/<family>/) as a listing entry.
+CachedModel cached_entry(const fs::path& dir, const std::string& hw, const std::string& family) {
+  const std::string name = family == kGemmFamily ? hw : hw + "/families/" + family;
+  const fs::path st = dir / "state.json";
+  CachedModel m;
+  m.hardware_key = hw;
+  m.family = family;
+  const json j = parse_untrusted_json(io::read_file(st.string(), 4096), name + "/state.json");
+  m.version = get_uint(j, "highest_version", name + "/state.json");
+  if (j.contains("verified_at") && j["verified_at"].is_string()) {
+    m.verified_at = get_string(j, "verified_at", name + "/state.json", 32);
+  } else {
+    const auto ft = fs::last_write_time(st);
+    const auto sys = std::chrono::time_point_cast<std::chrono::system_clock::duration>(fs::file_time_type::clock::to_sys(ft));
+    m.verified_at = format_time(std::chrono::system_clock::to_time_t(sys));
+  }
+  m.path = (dir / std::to_string(m.version)).string();
+  return m;
+}
+}  // namespace
+
 std::vector<CachedModel> list_cache(const std::string& cache_dir) {
   std::vector<CachedModel> out;
   const fs::path cache(cache_dir.empty() ? default_cache_dir() : cache_dir);
@@ -151,23 +215,26 @@ std::vector<CachedModel> list_cache(const std::string& cache_dir) {
   if (!fs::is_directory(cache, ec)) return out;
   for (const auto& e : fs::directory_iterator(cache)) {
     const std::string hw = e.path().filename().string();
-    const fs::path st = e.path() / "state.json";
-    if (!e.is_directory() || !is_valid_hardware_key(hw) || !fs::exists(st)) continue;
-    CachedModel m;
-    m.hardware_key = hw;
-    const json j = parse_untrusted_json(io::read_file(st.string(), 4096), hw + "/state.json");
-    m.version = get_uint(j, "highest_version", hw + "/state.json");
-    if (j.contains("verified_at") && j["verified_at"].is_string()) {
-      m.verified_at = get_string(j, "verified_at", hw + "/state.json", 32);
-    } else {
-      const auto ft = fs::last_write_time(st);
-      const auto sys = std::chrono::time_point_cast<std::chrono::system_clock::duration>(fs::file_time_type::clock::to_sys(ft));
-      m.verified_at = format_time(std::chrono::system_clock::to_time_t(sys));
+    if (!e.is_directory() || !is_valid_hardware_key(hw)) continue;
+    if (fs::exists(e.path() / "state.json")) out.push_back(cached_entry(e.path(), hw, kGemmFamily));
+    const fs::path fams = e.path() / "families";
+    if (!fs::is_directory(fams, ec)) continue;
+    for (const auto& f : fs::directory_iterator(fams)) {
+      const std::string family = f.path().filename().string();
+      if (!f.is_directory() || family == kGemmFamily || !fs::exists(f.path() / "state.json")) continue;
+      try {
+        check_family(family);
+      } catch (const std::invalid_argument&) {
+        continue;  // not a family this build pulls
+      }
+      out.push_back(cached_entry(f.path(), hw, family));
     }
-    m.path = (e.path() / std::to_string(m.version)).string();
-    out.push_back(std::move(m));
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.hardware_key < b.hardware_key; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.hardware_key != b.hardware_key) return a.hardware_key < b.hardware_key;
+    if ((a.family == kGemmFamily) != (b.family == kGemmFamily)) return a.family == kGemmFamily;
+    return a.family < b.family;
+  });
   return out;
 }
 
@@ -194,33 +261,36 @@ namespace {
 // called with the cache lock held.
 PullResult install(const PullOptions& opt, const std::string& index_text, std::time_t now) {
   const fs::path cache(cache_of(opt));
-  const fs::path hw_dir = cache / opt.hardware_key;
-  const std::string base = check_hub_url(opt.hub_url) + "/v1/models/" + opt.hardware_key;
-  const std::optional<TrustState> old_trust = load_trust(cache);
+  const fs::path hw_dir = cache / family_path(opt);
+  const std::string base = check_hub_url(opt.hub_url) + "/v1/models/" + family_path(opt);
+  std::string quarantined;
+  const std::optional<TrustState> old_trust = load_trust_or_quarantine(cache, quarantined);
   const uint64_t highest = load_highest(hw_dir);
   const json index_doc = parse_untrusted_json(index_text, "index.json");
   if (index_doc.size() != 2) throw VerifyError("index.json: must hold exactly \"index\" and \"roots\"");
   const TrustState trust = update_trust(field(index_doc, "roots", "index.json"), opt.root_key, old_trust, now);
-  const IndexMeta idx = verify_index_envelope(field(index_doc, "index", "index.json"), trust, now, opt.hardware_key);
+  const IndexMeta idx =
+      verify_index_envelope(field(index_doc, "index", "index.json"), trust, now, opt.hardware_key, opt.family);
   if (idx.version < highest)
-    throw VerifyError("rollback: the hub offers version " + std::to_string(idx.version) + " of " + opt.hardware_key +
+    throw VerifyError("rollback: the hub offers version " + std::to_string(idx.version) + " of " + subject(opt) +
                       ", but this client already accepted version " + std::to_string(highest));
 
   const fs::path final_dir = hw_dir / std::to_string(idx.version);
   auto save_state = [&] {
     // Trust and the rollback counter move forward only after everything verified.
     io::write_file_atomic((cache / "trust.json").string(), trust.to_json().dump() + "\n");
-    const json st = {{"hardware_key", opt.hardware_key},
-                     {"highest_version", idx.version},
-                     {"verified_at", format_time(std::time(nullptr))}};
+    json st = {{"hardware_key", opt.hardware_key},
+               {"highest_version", idx.version},
+               {"verified_at", format_time(std::time(nullptr))}};
+    if (opt.family != kGemmFamily) st["family"] = opt.family;
     io::write_file_atomic((hw_dir / "state.json").string(), st.dump() + "\n");
   };
   if (fs::exists(final_dir)) {
     try {
-      verify_bundle_dir_with(final_dir.string(), trust, now, opt.hardware_key, idx.version);
+      verify_bundle_dir_with(final_dir.string(), trust, now, opt.hardware_key, idx.version, opt.family);
       if (sha256_hex(io::read_file((final_dir / "bundle.json").string(), kMaxMetadataBytes)) == idx.bundle.sha256) {
         save_state();
-        return {final_dir.string(), idx.version, false, "already cached"};
+        return {final_dir.string(), idx.version, false, quarantined.empty() ? "already cached" : quarantined};
       }
     } catch (const VerifyError&) {
       // A damaged or stale copy: fetch it again below and replace it.
@@ -233,7 +303,7 @@ PullResult install(const PullOptions& opt, const std::string& index_text, std::t
     throw VerifyError("bundle.json: " + std::to_string(bundle_text.size()) +
                       " bytes whose SHA-256 does not match the signed index (truncated or altered)");
   const json env = parse_untrusted_json(bundle_text, "bundle.json");
-  const BundleMeta meta = verify_bundle_envelope(env, trust, now, opt.hardware_key, idx.version);
+  const BundleMeta meta = verify_bundle_envelope(env, trust, now, opt.hardware_key, idx.version, opt.family);
 
   // Staged beside the cache's hardware directories (same file system, so the
   // final rename is atomic); hw_dir itself appears only once all verified.
@@ -245,7 +315,7 @@ PullResult install(const PullOptions& opt, const std::string& index_text, std::t
   }
   io::write_file_atomic((stage.path() / "bundle.json").string(), bundle_text);
   io::write_file_atomic((stage.path() / "roots.json").string(), json{{"roots", index_doc["roots"]}}.dump() + "\n");
-  verify_bundle_dir_with(stage.path().string(), trust, now, opt.hardware_key, idx.version);
+  verify_bundle_dir_with(stage.path().string(), trust, now, opt.hardware_key, idx.version, opt.family);
 
   fs::create_directories(hw_dir);
   if (fs::exists(final_dir)) {
@@ -257,7 +327,7 @@ PullResult install(const PullOptions& opt, const std::string& index_text, std::t
   stage.commit();
   io::fsync_dir(hw_dir.string());
   save_state();
-  return {final_dir.string(), idx.version, false, ""};
+  return {final_dir.string(), idx.version, false, quarantined};
 }
 }  // namespace
 

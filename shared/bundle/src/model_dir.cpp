@@ -1,5 +1,6 @@
 #include "diode/bundle/model_dir.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -90,6 +91,16 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   } catch (const WireError& e) {
     throw VerifyError(w + "." + e.what());
   }
+  std::string family = "gemm";  // absent: gemm
+  if (m.contains("family")) {
+    family = get_string(m, "family", w, 64);
+    const auto& fams = feature_families();
+    if (std::find(fams.begin(), fams.end(), family) == fams.end())
+      throw VerifyError(w + ".family: unknown decision family \"" + family + "\"");
+  }
+  if (family != spec.family)
+    throw VerifyError(w + ".family: " + family + (m.contains("family") ? "" : " (absent)") +
+                      " but the feature spec is of family " + spec.family);
   const json& a = field(m, "architecture", w);
   const std::string aw = w + ".architecture";
   if (get_string(a, "kind", aw, 32) != "residual_mlp") throw VerifyError(aw + ".kind: only residual_mlp is supported");
@@ -143,6 +154,12 @@ void check_model(const json& m, const std::map<std::string, std::vector<uint64_t
   }
 }
 
+std::string model_family(const json& model) {
+  if (model.is_object() && model.contains("family") && model["family"].is_string())
+    return model["family"].get<std::string>();
+  return "gemm";
+}
+
 ModelDir read_model_dir(const std::string& dir) {
   ModelDir md;
   const auto p = std::filesystem::path(dir);
@@ -153,9 +170,14 @@ ModelDir read_model_dir(const std::string& dir) {
   return md;
 }
 
-void write_example_model(const std::string& dir, const std::string& hw, uint64_t hidden, uint64_t blocks) {
+void write_example_model(const std::string& dir, const std::string& hw, uint64_t hidden, uint64_t blocks,
+                         const std::string& family) {
   static_assert(std::endian::native == std::endian::little, "weights are little-endian float32");
+  const auto& fams = feature_families();
+  if (std::find(fams.begin(), fams.end(), family) == fams.end())
+    throw std::invalid_argument("unknown decision family \"" + family + "\"");
   FeatureSpec spec;
+  spec.family = family;
   const uint64_t d = spec.size();
   // A fixed 64-bit LCG (Knuth's MMIX constants): the same weights on every run,
   // scaled like torch's default Linear init (uniform in +-1/sqrt(fan_in)).
@@ -198,6 +220,7 @@ void write_example_model(const std::string& dir, const std::string& hw, uint64_t
                              {"hardware_key", hw}}},
                 {"metrics", {{"note", "example model with random weights; its predictions are meaningless"}}},
                 {"training", {{"seed", 0}, {"ranks", 0}, {"epochs", 0}, {"loss", "none"}, {"torch_version", ""}}}};
+  if (family != "gemm") model["family"] = family;
   std::filesystem::create_directories(dir);
   io::write_file_atomic((std::filesystem::path(dir) / "model.json").string(), model.dump(2) + "\n");
   io::write_file_atomic((std::filesystem::path(dir) / "weights.msgpack").string(), std::string_view(buf.data(), buf.size()));

@@ -56,7 +56,10 @@ PublishResult publish(const std::string& registry_root, const std::string& model
   const std::time_t now = opt.now ? opt.now : std::time(nullptr);
   const ModelDir md = read_model_dir(model_dir);
   const std::string hw = md.model["hardware_key"].get<std::string>();
-  const fs::path hw_dir = fs::path(registry_root) / hw;
+  const std::string family = model_family(md.model);
+  // The family's own index and versions: <hw>/ for gemm, <hw>/families/<family>/ otherwise.
+  const std::string sub = family_subdir(family);
+  const fs::path hw_dir = sub.empty() ? fs::path(registry_root) / hw : fs::path(registry_root) / hw / sub;
   fs::create_directories(hw_dir);
   io::FileLock lock((hw_dir / ".lock").string());
 
@@ -101,19 +104,22 @@ PublishResult publish(const std::string& registry_root, const std::string& model
   }
   versions.push_back(version);
   const FileEntry bundle_entry{sha256_hex(bundle_text), bundle_text.size()};
-  const json index = {{"index", make_envelope(make_index(hw, version, expires, bundle_entry, versions), keys.targets)},
+  const json index = {{"index", make_envelope(make_index(hw, version, expires, bundle_entry, versions, family), keys.targets)},
                       {"roots", keys.roots}};
   io::write_file_atomic((hw_dir / "index.json").string(), index.dump(2) + "\n");
-  return {hw, version, (hw_dir / std::to_string(version)).string()};
+  return {hw, family, version, (hw_dir / std::to_string(version)).string()};
 }
 
 uint64_t refresh_index(const std::string& registry_root, const std::string& hardware_key, const SigningKeys& keys,
-                       int expires_days, std::time_t now) {
+                       int expires_days, std::time_t now, const std::string& family) {
   if (!is_valid_hardware_key(hardware_key)) throw std::invalid_argument("not a valid hardware key: " + hardware_key);
+  const std::string sub = family_subdir(family);
   check_expires_days(expires_days);
   if (!now) now = std::time(nullptr);
-  const fs::path hw_dir = fs::path(registry_root) / hardware_key;
-  if (!fs::exists(hw_dir / "index.json")) throw std::runtime_error(hardware_key + " has no index.json in " + registry_root);
+  const fs::path hw_dir = sub.empty() ? fs::path(registry_root) / hardware_key : fs::path(registry_root) / hardware_key / sub;
+  if (!fs::exists(hw_dir / "index.json"))
+    throw std::runtime_error(hardware_key + (sub.empty() ? "" : " (" + family + ")") + " has no index.json in " +
+                             registry_root);
   io::FileLock lock((hw_dir / ".lock").string());
   const json idx = parse_untrusted_json(io::read_file((hw_dir / "index.json").string(), kMaxMetadataBytes), "index.json");
   const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
@@ -121,14 +127,59 @@ uint64_t refresh_index(const std::string& registry_root, const std::string& hard
   const std::string text = io::read_file((hw_dir / std::to_string(version) / "bundle.json").string(), kMaxMetadataBytes);
   const std::time_t expires = now + static_cast<std::time_t>(expires_days) * 86400;
   const json index = {{"index", make_envelope(make_index(hardware_key, version, expires, {sha256_hex(text), text.size()},
-                                                         version_dirs(hw_dir)),
+                                                         version_dirs(hw_dir), family),
                                               keys.targets)},
                       {"roots", keys.roots}};
   io::write_file_atomic((hw_dir / "index.json").string(), index.dump(2) + "\n");
   return version;
 }
 
-std::vector<RegistryEntry> list_registry(const std::string& registry_root, bool skip_unreadable, size_t max_entries) {
+namespace {
+// One index directory (<hw>/ or <hw>/families/<family>/) as a registry entry.
+RegistryEntry read_entry(const fs::path& dir, const std::string& hw, const std::string& family) {
+  RegistryEntry r;
+  r.hardware_key = hw;
+  r.family = family;
+  const std::string name = family == kGemmFamily ? hw : hw + "/families/" + family;
+  const json idx = parse_untrusted_json(io::read_file((dir / "index.json").string(), kMaxMetadataBytes), name + "/index.json");
+  const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
+  r.current = get_uint(s, "version", "index.json");
+  r.expires = get_string(s, "expires", "index.json", 32);
+  r.versions = version_dirs(dir);
+  try {
+    const fs::path b = dir / std::to_string(r.current) / "bundle.json";
+    const json bj = parse_untrusted_json(io::read_file(b.string(), kMaxMetadataBytes), name + "/bundle.json");
+    r.published = get_string(field(bj, "signed", "bundle.json"), "created", "bundle.json", 32);
+  } catch (const std::exception&) {
+    // The index is what clients read first; a missing date does not hide the entry.
+  }
+  return r;
+}
+
+// The known families other than gemm with an index under <hw>/families/, sorted.
+std::vector<std::string> family_dirs(const fs::path& hw_dir, bool skip_unreadable) {
+  std::vector<std::string> out;
+  const fs::path fams = hw_dir / "families";
+  std::error_code ec;
+  if (!fs::is_directory(fams, ec) || (skip_unreadable && fs::is_symlink(fams, ec))) return out;
+  for (const auto& e : fs::directory_iterator(fams)) {
+    const std::string f = e.path().filename().string();
+    if (skip_unreadable && e.is_symlink()) continue;
+    if (!e.is_directory() || f == kGemmFamily || !fs::exists(e.path() / "index.json")) continue;
+    try {
+      check_family(f);
+    } catch (const std::invalid_argument&) {
+      continue;  // not a family this build knows: nothing here serves it
+    }
+    out.push_back(f);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+std::vector<RegistryEntry> list_registry(const std::string& registry_root, bool skip_unreadable, size_t max_entries,
+                                         bool with_families) {
   std::vector<RegistryEntry> out;
   if (!fs::exists(registry_root)) {
     if (skip_unreadable) return out;
@@ -138,31 +189,29 @@ std::vector<RegistryEntry> list_registry(const std::string& registry_root, bool 
   for (const auto& e : fs::directory_iterator(registry_root)) {
     const std::string hw = e.path().filename().string();
     if (skip_unreadable && e.is_symlink()) continue;
-    if (!e.is_directory() || !is_valid_hardware_key(hw) || !fs::exists(e.path() / "index.json")) continue;
+    if (!e.is_directory() || !is_valid_hardware_key(hw)) continue;
+    if (!fs::exists(e.path() / "index.json") && !(with_families && fs::exists(e.path() / "families"))) continue;
     dirs.push_back(e.path());
   }
   std::sort(dirs.begin(), dirs.end());
   for (const auto& dir : dirs) {
-    if (out.size() >= max_entries) break;
     const std::string hw = dir.filename().string();
-    try {
-      RegistryEntry r;
-      r.hardware_key = hw;
-      const json idx = parse_untrusted_json(io::read_file((dir / "index.json").string(), kMaxMetadataBytes), hw + "/index.json");
-      const json& s = field(field(idx, "index", "index.json"), "signed", "index.json.index");
-      r.current = get_uint(s, "version", "index.json");
-      r.expires = get_string(s, "expires", "index.json", 32);
-      r.versions = version_dirs(dir);
+    std::vector<std::pair<fs::path, std::string>> indexes;
+    if (fs::exists(dir / "index.json")) indexes.emplace_back(dir, kGemmFamily);
+    if (with_families) {
       try {
-        const fs::path b = dir / std::to_string(r.current) / "bundle.json";
-        const json bj = parse_untrusted_json(io::read_file(b.string(), kMaxMetadataBytes), hw + "/bundle.json");
-        r.published = get_string(field(bj, "signed", "bundle.json"), "created", "bundle.json", 32);
+        for (const auto& f : family_dirs(dir, skip_unreadable)) indexes.emplace_back(dir / "families" / f, f);
       } catch (const std::exception&) {
-        // The index is what clients read first; a missing date does not hide the entry.
+        if (!skip_unreadable) throw;
       }
-      out.push_back(std::move(r));
-    } catch (const std::exception&) {
-      if (!skip_unreadable) throw;
+    }
+    for (const auto& [idx_dir, family] : indexes) {
+      if (out.size() >= max_entries) return out;
+      try {
+        out.push_back(read_entry(idx_dir, hw, family));
+      } catch (const std::exception&) {
+        if (!skip_unreadable) throw;
+      }
     }
   }
   return out;

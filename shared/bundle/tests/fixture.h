@@ -113,6 +113,17 @@ class Hub {
              [this](const httplib::Request& req, httplib::Response& res) {
                serve(req.matches[1].str() + "/" + req.matches[2].str() + "/" + req.matches[3].str(), res);
              });
+    // A decision family's bundle below /families/{family}/, as the hub serves it.
+    srv_.Get(R"(/v1/models/([A-Za-z0-9._-]+)/families/([a-z_]+)/index)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               serve(req.matches[1].str() + "/families/" + req.matches[2].str() + "/index.json", res);
+             });
+    srv_.Get(R"(/v1/models/([A-Za-z0-9._-]+)/families/([a-z_]+)/([0-9]+)/([A-Za-z0-9._-]+))",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               serve(req.matches[1].str() + "/families/" + req.matches[2].str() + "/" + req.matches[3].str() + "/" +
+                         req.matches[4].str(),
+                     res);
+             });
     // GET /v1/models as the hub answers it (hub/src/http_server.cpp); `models_body`
     // replaces the answer when set.
     srv_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

@@ -51,6 +51,35 @@ TEST(CApi, PullVerifyAndErrorCodes) {
   EXPECT_NE(std::strstr(diode_client_version(), "abi 1"), nullptr);
 }
 
+TEST(CApi, PullAndVerifyAFamilyBundle) {
+  World w;
+  write_example_model((w.tmp / "fam").string(), kHw, 8, 1, "scaled_mm");
+  PublishOptions po;
+  po.now = w.now;
+  publish(w.registry.string(), (w.tmp / "fam").string(), load_signing_keys(w.keys.string()), po);
+  Hub hub(w.registry);
+  const std::string key = w.pinned().hex();
+  char path[4096], err[1024];
+  ASSERT_EQ(diode_client_pull_family(hub.url().c_str(), kHw, "scaled_mm", w.cache.c_str(), key.c_str(), path,
+                                     sizeof path, err, sizeof err),
+            DIODE_OK)
+      << err;
+  EXPECT_EQ(fs::path(path), w.cache / kHw / "families" / "scaled_mm" / "1");
+  EXPECT_EQ(diode_client_verify_family(path, "scaled_mm", key.c_str(), err, sizeof err), DIODE_OK) << err;
+  EXPECT_EQ(diode_client_verify(path, key.c_str(), err, sizeof err), DIODE_OK) << err;  // any family
+  EXPECT_EQ(diode_client_verify_family(path, "gemm", key.c_str(), err, sizeof err), DIODE_ERR_VERIFY);
+  EXPECT_NE(std::strstr(err, "not the requested gemm"), nullptr) << err;
+  EXPECT_EQ(diode_client_verify_family(path, "conv2d", key.c_str(), err, sizeof err), DIODE_ERR_ARGUMENT);
+  EXPECT_NE(std::strstr(err, "conv2d"), nullptr) << err;
+  // gemm through the family entry point is diode_client_pull: nothing published for it.
+  EXPECT_EQ(diode_client_pull_family(hub.url().c_str(), kHw, "gemm", w.cache.c_str(), key.c_str(), path, sizeof path,
+                                     err, sizeof err),
+            DIODE_ERR_HTTP);
+  EXPECT_EQ(diode_client_pull_family(hub.url().c_str(), kHw, nullptr, w.cache.c_str(), key.c_str(), path, sizeof path,
+                                     err, sizeof err),
+            DIODE_ERR_ARGUMENT);
+}
+
 TEST(Concurrency, ParallelPullsAndPublishesStayConsistent) {
   World w;
   w.publish_now();

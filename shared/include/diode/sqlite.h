@@ -63,9 +63,11 @@ class Db {
   // (SQLITE_OPEN_NOMUTEX is added). `what` names the database in the open error,
   // "cannot open <what><path>: <why>" (e.g. "catalog "). Sets a busy timeout of
   // kDefaultBusyTimeoutMs: readers may meet the writer mid-checkpoint and wait
-  // instead of failing.
+  // instead of failing. `vfs` names a registered SQLite VFS
+  // (sqlite3_vfs_register) to do the file I/O; empty: the default VFS. An
+  // unknown name fails the open ("no such vfs: <name>").
   static constexpr int kDefaultBusyTimeoutMs = 5000;
-  Db(const std::string& path, int flags, std::string_view what = {});
+  Db(const std::string& path, int flags, std::string_view what = {}, const std::string& vfs = {});
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

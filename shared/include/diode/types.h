@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -29,17 +30,26 @@ struct HardwareId {
 
 // One GEMM problem as Inductor sees it. Layouts are transpose flags: a
 // transposed operand is a column-major (contiguous in the other dimension) view.
+// op scaled_mm is torch._scaled_mm on float8_e4m3fn operands; `scale` says how
+// they are scaled (tensor: scalar scales, row: scale_a [M,1] and scale_b [1,N]).
 struct Problem {
-  std::string op = "mm";  // mm | addmm | bmm | baddbmm
+  std::string op = "mm";  // mm | addmm | bmm | baddbmm | scaled_mm
   uint64_t batch = 1;
   uint64_t m = 0, n = 0, k = 0;
   std::string dtype_a = "float16", dtype_b = "float16", dtype_out = "float16";
   bool trans_a = false, trans_b = false;
   std::string bias = "none";  // none | row | column | full
   double alpha = 1.0, beta = 1.0;
+  std::string scale = "none";  // none (GEMM ops) | tensor | row (scaled_mm); wire version 3
   bool operator==(const Problem&) const = default;
   bool operator<(const Problem& o) const;  // total order, for maps and dedup
+  // True when the problem can only be written in wire version 3 (a non-GEMM op or a scale).
+  bool needs_wire_v3() const;
 };
+
+// The number of a Problem's wire fields in a message of `version` (scale, field 13,
+// from version 3 on).
+inline constexpr size_t problem_fields(uint64_t version) { return version >= 3 ? 14 : 13; }
 
 // One choice Inductor can benchmark: a template plus its parameters. For ATen
 // (cuBLAS) choices the block fields are zero.
@@ -110,8 +120,22 @@ struct ShardRecord {
 // The largest --max-spread the trainer and the validator accept (a share of the median).
 inline constexpr double kMaxSpreadLimit = 1000.0;
 
-// The wire format version written by this build (wire.h: wire::kVersion).
+// The wire format version this build writes when nothing needs a later one
+// (wire.h: wire::kVersion), and the newest one it reads and writes (wire::kMaxVersion):
+// version 3 adds Problem::scale and Shard::templates.
 inline constexpr uint64_t kWireVersion = 2;
+inline constexpr uint64_t kMaxWireVersion = 3;
+// Shard::templates: at most this many entries, names at most kMaxTemplateName bytes.
+inline constexpr size_t kMaxTemplates = 64;
+inline constexpr size_t kMaxTemplateName = 128;
+
+// The Inductor template source a shard's data was collected with (wire version 3):
+// the template's name and the SHA-256 (64 lower-case hex digits) of its source.
+struct TemplateSource {
+  std::string name;
+  std::string sha256;
+  bool operator==(const TemplateSource&) const = default;
+};
 
 // How a shard's timings were taken (wire version 2): the timing method, e.g.
 // "cuda-events+gpu-spin+cold-l2", and the collector that took them, e.g.
@@ -132,10 +156,13 @@ struct Shard {
   std::vector<ShardRecord> records;
   CollectionMethod method;             // wire version 2 only
   std::vector<double> problem_wall_s;  // wire version 2 only: empty, or one per problem (seconds)
+  std::vector<TemplateSource> templates;  // wire version 3 only: sorted by name, unique
   Sha256Digest sha256{};  // over the canonical encoding of every other field
-  // The wire format version this shard is encoded and hashed in (the current
-  // one for new shards). A decoded shard keeps the version it was sent in, so
-  // re-encoding a version 1 shard reproduces its bytes and its hash.
+  // The wire format version this shard is encoded and hashed in. A decoded
+  // shard keeps the version it was sent in, so re-encoding a version 1 shard
+  // reproduces its bytes and its hash. A version 2 shard holding a field of
+  // version 3 (a scaled_mm problem, templates) is written and sealed as version 3
+  // (wire::write_version); seal() sets this to the version written.
   uint64_t wire_version = kWireVersion;
   bool operator==(const Shard&) const = default;
 
@@ -184,6 +211,7 @@ void visit(P& p, V&& v) {
   v("bias", p.bias);
   v("alpha", p.alpha);
   v("beta", p.beta);
+  v("scale", p.scale);  // wire version 3 only (problem_fields)
 }
 
 template <FieldsOf<KernelConfig> C, class V>
@@ -226,6 +254,12 @@ void visit(R& r, V&& v) {
   visit_timing(r, v);
 }
 
+template <FieldsOf<TemplateSource> T, class V>
+void visit(T& t, V&& v) {
+  v("name", t.name);
+  v("sha256", t.sha256);
+}
+
 template <FieldsOf<Producer> P, class V>
 void visit(P& p, V&& v) {
   v("name", p.name);
@@ -248,6 +282,10 @@ const std::vector<const char*>& field_names() {
 bool is_known_op(const std::string& op);
 bool is_known_dtype(const std::string& dtype);
 bool is_known_bias(const std::string& bias);
+bool is_known_scale(const std::string& scale);
+// The decision family of an op (shared/schema/contracts.json "families"): "gemm" for
+// mm, addmm, bmm, baddbmm; "scaled_mm" for scaled_mm; empty for an unknown op.
+std::string_view family_of(std::string_view op);
 // Size in bytes of one element of a dtype name ("bfloat16" -> 2).
 unsigned dtype_bytes(const std::string& dtype);
 

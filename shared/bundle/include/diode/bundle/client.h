@@ -5,6 +5,8 @@
 //   <cache>/<hw>/state.json       highest version ever accepted (rollback guard),
 //                                 and when it last verified ("verified_at")
 //   <cache>/<hw>/<version>/       bundle.json, roots.json, model.json, weights.msgpack
+// A decision family F other than gemm has its own state and versions, below
+// <cache>/<hw>/families/<F>/, fetched from /v1/models/<hw>/families/<F>/.
 #pragma once
 #include <cstdint>
 #include <ctime>
@@ -20,6 +22,7 @@ std::string default_cache_dir();  // $DIODE_CACHE_DIR, $XDG_CACHE_HOME/diode or 
 struct PullOptions {
   std::string hub_url;  // empty: offline, from the cache only
   std::string hardware_key;
+  std::string family = "gemm";  // the decision family whose bundle to fetch
   std::string cache_dir;  // empty: default_cache_dir()
   PublicKey root_key;     // the pinned root public key
   std::time_t now = 0;    // 0: the current time
@@ -49,10 +52,13 @@ PullResult cached(const PullOptions& opt);
 // the file's modification time). Nothing is re-verified. A missing cache is empty.
 struct CachedModel {
   std::string hardware_key;
+  std::string family = "gemm";
   uint64_t version = 0;
   std::string verified_at;  // "YYYY-MM-DDTHH:MM:SSZ"
-  std::string path;         // <cache>/<hw>/<version>
+  std::string path;         // <cache>/<hw>/<version> or <cache>/<hw>/families/<family>/<version>
 };
+// Entries are sorted by hardware key, each key's GEMM entry first, then its other
+// families by name.
 std::vector<CachedModel> list_cache(const std::string& cache_dir);
 
 // The models a hub serves (GET /v1/models): current version and publication

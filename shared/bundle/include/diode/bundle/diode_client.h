@@ -44,6 +44,18 @@ DIODE_CLIENT_API int diode_client_pull(const char* hub_url, const char* hardware
  * root_pubkey_hex, bundle.json, every file). Returns DIODE_OK or an error. */
 DIODE_CLIENT_API int diode_client_verify(const char* bundle_dir, const char* root_pubkey_hex, char* err_buf, size_t err_len);
 
+/* diode_client_pull for the bundle of decision family `family` ("gemm", the same
+ * as diode_client_pull, or "scaled_mm", ...: served at <hub>/v1/models/<hw>/families/
+ * <family>/ and cached under <cache>/<hw>/families/<family>/). An unknown family is
+ * DIODE_ERR_ARGUMENT; a bundle whose signed family differs is DIODE_ERR_VERIFY.
+ * Added to ABI 1: a library without this symbol serves GEMM bundles only. */
+DIODE_CLIENT_API int diode_client_pull_family(const char* hub_url, const char* hardware_key, const char* family,
+                      const char* cache_dir, const char* root_pubkey_hex, char* out_path_buf, size_t buf_len,
+                      char* err_buf, size_t err_len);
+/* diode_client_verify, and the bundle's signed decision family (absent = "gemm")
+ * must be `family`. */
+DIODE_CLIENT_API int diode_client_verify_family(const char* bundle_dir, const char* family, const char* root_pubkey_hex,
+                      char* err_buf, size_t err_len);
 /* "diode-client <version> abi <n>"; a static string. */
 DIODE_CLIENT_API const char* diode_client_version(void);
 

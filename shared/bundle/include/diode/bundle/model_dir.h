@@ -17,10 +17,13 @@ inline constexpr uint64_t kMaxWeightBytes = 64ull << 20;
 // Returns the tensor shapes by name. Throws VerifyError("weights.msgpack: ...").
 std::map<std::string, std::vector<uint64_t>> check_weights(std::string_view bytes);
 
-// Checks model.json (format, version, hardware key, architecture, feature spec,
-// target, dataset) and that the weights hold exactly the architecture's tensors.
+// Checks model.json (format, version, hardware key, family, architecture, feature spec,
+// target, dataset; "family", absent for gemm, must be a known family and the feature spec's) and that the weights hold exactly the architecture's tensors.
 // Throws VerifyError naming the field.
 void check_model(const json& model, const std::map<std::string, std::vector<uint64_t>>& shapes);
+
+// The decision family a checked model.json declares: its "family", gemm when absent.
+std::string model_family(const json& model);
 
 struct ModelDir {
   json model;                // parsed model.json
@@ -29,9 +32,10 @@ struct ModelDir {
 };
 ModelDir read_model_dir(const std::string& dir);
 
-// A residual_mlp with the default feature spec, `hidden` units and `blocks`
-// blocks, weights from a fixed-seed generator (same bytes every run).
+// A residual_mlp with the default feature spec of decision family `family`, `hidden`
+// units and `blocks` blocks, weights from a fixed-seed generator (same bytes every
+// run). model.json names the family only when it is not gemm.
 void write_example_model(const std::string& dir, const std::string& hardware_key, uint64_t hidden = 8,
-                         uint64_t blocks = 1);
+                         uint64_t blocks = 1, const std::string& family = "gemm");
 
 }  // namespace diode::bundle
