@@ -875,6 +875,14 @@ bool HttpServer::pre_route(const httplib::Request& req, httplib::Response& res) 
   const bool has_length = req.has_header("Content-Length");
   const bool has_te = req.has_header("Transfer-Encoding");
   if (s) s->expect_body(has_te || (has_length && req.get_header_value("Content-Length") != "0"));
+  // A request framed two ways (Transfer-Encoding with Content-Length, or either header twice)
+  // is how requests are smuggled past a proxy that reads the other framing: refused for every
+  // method, before anything else looks at it.
+  if ((has_te && has_length) || req.get_header_value_count("Content-Length") > 1 ||
+      req.get_header_value_count("Transfer-Encoding") > 1) {
+    error(res, 400, "bad_request", "a request framed two ways (Transfer-Encoding and Content-Length, or one twice)");
+    return false;
+  }
   if (req.method == "GET" || req.method == "HEAD") {
     // Byte ranges only for model files (serve_model_file bounds them); elsewhere the whole answer.
     if (!req.ranges.empty() && req.path.rfind("/v1/models/", 0) != 0)

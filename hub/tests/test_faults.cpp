@@ -529,8 +529,7 @@ TEST(Faults, RequestSmugglingIsRefusedAndNothingIsServedFromTheBody) {
     // The framed request, and a plain request pipelined behind it on the same connection.
     ASSERT_TRUE(conn.send(c.request + get_request("/v1/models")));
     const std::string r = conn.read(1 << 20, 5000);
-    // GETs: see Faults.DISABLED_ReadsFramedTwoWaysAreRefused below.
-    if (c.request.rfind("POST", 0) == 0) EXPECT_EQ(Conn::status(r), 400) << r.substr(0, 300);
+    EXPECT_EQ(Conn::status(r), 400) << r.substr(0, 300);
     EXPECT_EQ(responses(r), 1u) << "a second request was served on the connection:\n" << r.substr(0, 600);
     EXPECT_EQ(r.find("\"models\""), std::string::npos) << "the pipelined request was served";
     EXPECT_TRUE(conn.closed()) << "the connection stayed open after a refused request";
@@ -542,14 +541,8 @@ TEST(Faults, RequestSmugglingIsRefusedAndNothingIsServedFromTheBody) {
   EXPECT_EQ(hz->status, 200);
 }
 
-// Not fixed yet (outside this change's files): a GET or HEAD framed two ways is
-// answered 200 (the body is never parsed as a request, and the connection is
-// closed, so nothing is smuggled - see the test above), but it should be
-// refused with 400 as the POSTs are. The fix belongs at the top of
-// HttpServer::pre_route (hub/src/http_server.cpp), for every method:
-// Transfer-Encoding with Content-Length, or more than one Content-Length or
-// Transfer-Encoding header -> 400. Enable this test with that fix.
-TEST(Faults, DISABLED_ReadsFramedTwoWaysAreRefused) {
+// A GET or HEAD framed two ways is refused with 400 as the POSTs are (HttpServer::pre_route).
+TEST(Faults, ReadsFramedTwoWaysAreRefused) {
   Hub h("smuggle-get");
   h.start();
   for (const auto& c : smuggling_cases("", kSmuggled, kChunkedThenSmuggled)) {

@@ -242,3 +242,27 @@ def test_pull_honours_environment_and_lists_models_on_404(hub, tmp_path):
     empty = diode("models", "list", "--cache", tmp_path / "nothing")
     assert empty.stdout == "" and "no models cached" in empty.stderr
     assert "pull cache" in diode("models", "list", "--help").stdout
+
+
+# ---- issue 54, fault 8: contributions are rate-limited per contributor key ----------------
+
+def test_contributions_are_rate_limited_per_key_on_a_running_hub(tmp_path, monkeypatch, contributor_key):
+    # burst 1, then one a minute: a key's second contribution within the minute is refused
+    # with 429; another key is not held back by the first one's limit.
+    monkeypatch.setenv("DIODE_HUB_CONTRIBUTION_BURST", "1")
+    monkeypatch.setenv("DIODE_HUB_CONTRIBUTIONS_PER_MINUTE", "1")
+    h = Hub(tmp_path / "limited")
+    try:
+        assert " stored: " in contribute(h, contributor_key, DATA / "2026-11-22-part1.msgpack.gz").stdout
+        r = contribute(h, contributor_key, DATA / "2026-11-22-part2.msgpack.gz", check=False)
+        assert r.returncode != 0, r.stdout
+        assert "429" in r.stderr or "rate" in r.stderr.lower(), r.stderr
+        other = tmp_path / "other.pem"
+        diode("contributor-key", other)
+        assert " stored: " in contribute(h, other, DATA / "2026-11-22-part2.msgpack.gz",
+                                         name="John Roe <john@example.org>").stdout
+        stats = h.get_json(f"/v1/datasets/{HW}/stats?community=include")
+        assert sorted(c["contributor_name"] for c in stats["contributions"]) == [
+            "Jane Doe <jane@example.org>", "John Roe <john@example.org>"]
+    finally:
+        h.close()
