@@ -379,3 +379,14 @@ def test_member_gaps_of_a_single_scaled_mm_model(scaled_model):
     w = m.module.w.tolist()
     want = sum(a * b for a, b in zip(x[1], w)) - sum(a * b for a, b in zip(x[0], w))
     assert len(gaps) == 1 and gaps[0] == pytest.approx(want, rel=1e-5)
+
+
+def test_a_scaled_mm_model_in_the_gemm_models_place_is_refused(scaled_dir):
+    # DIODE_MODEL (the GEMM model's place) pointing at a scaled_mm model directory: the GEMM
+    # ranker would read its features in the wrong columns, so the load is refused, naming why.
+    from torch_diode.hook import api, sources
+    c = sources.Candidate(path=scaled_dir, source="env", is_bundle=False)
+    with pytest.raises(sources.SourceError) as e:
+        api._load_candidate(c, None)
+    assert e.value.args[0] == "model_invalid" or "model_invalid" in str(e.value)
+    assert "scaled_mm" in str(e.value) and "DIODE_MODEL_<FAMILY>" in str(e.value)

@@ -118,6 +118,10 @@ def _load_candidate(c: sources.Candidate, hw_key: str | None, verified: bool = F
         raise sources.SourceError("model_invalid", str(e)) from None
     except Exception as e:  # torch failing to build the module, out of memory, ...
         raise sources.SourceError("model_load_failed", f"{type(e).__name__}: {e}") from None
+    if model_family(model) != "gemm":   # e.g. DIODE_MODEL pointing at a scaled_mm model directory
+        raise sources.SourceError("model_invalid", f"{model_dir} is a model of decision family "
+                                  f"{model_family(model)!r}; the GEMM model's place takes a gemm model "
+                                  f"(other families: DIODE_MODEL_<FAMILY>)")
     model.source = c.source
     model.bundle_version = c.version if c.version is not None else (
         sources.bundle_version(c.path) if c.is_bundle else None)
