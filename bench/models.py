@@ -260,6 +260,14 @@ def make_call(model, cfg, model_name: str, entry: dict, dtype, device: str):
     pos_ids = pos.expand(b, 1).contiguous()  # explicit: GPT-2 otherwise counts the cache's filled slots
 
     def step(i, p, pi):
+        # transformers 5's StaticCache layers count the tokens written (`cumulative_length`)
+        # and index with the count: thousands of timed steps at one position ran it past
+        # max_cache_len (a device-side assert after ~630 compiled steps at 1 layer). Each step
+        # is the token at DECODE_PAST, so the count is put back to DECODE_PAST first.
+        for layer in getattr(cache, "layers", ()):
+            n = getattr(layer, "cumulative_length", None)
+            if isinstance(n, torch.Tensor):
+                n.fill_(DECODE_PAST)
         return model(input_ids=i, past_key_values=cache, cache_position=p, position_ids=pi, use_cache=True).logits
     return step, (ids, pos, pos_ids)
 

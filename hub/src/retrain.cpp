@@ -13,7 +13,9 @@
 #include "diode/bundle/keystore.h"
 #include "diode/bundle/registry.h"
 #include "diode/dataset.h"
+#include "diode/features.h"
 #include "diode/hardware.h"
+#include "diode/types.h"
 #include "diode/io.h"
 #include "metrics.h"
 #include "retrain_process.h"
@@ -75,19 +77,42 @@ std::map<std::string, std::vector<std::string>> parse_extra_data_for(const std::
 }
 
 std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
-                                          const std::string& out) {
+                                          const std::string& out, const std::string& family) {
   std::vector<std::string> argv{o.mpirun};
   argv.insert(argv.end(), o.mpirun_args.begin(), o.mpirun_args.end());
   for (std::string a : {std::string("-np"), std::to_string(o.np), o.trainer, std::string("--hardware"), hw,
                         std::string("--data"), data, std::string("--out"), out})
     argv.push_back(std::move(a));
+  if (family != "gemm") argv.insert(argv.end(), {"--family", family});
   argv.insert(argv.end(), o.trainer_args.begin(), o.trainer_args.end());
   if (const auto it = o.trainer_args_for.find(hw); it != o.trainer_args_for.end())
     argv.insert(argv.end(), it->second.begin(), it->second.end());
   return argv;
 }
 
+std::map<std::string, uint64_t> non_gemm_family_records(const Dataset& d) {
+  std::map<std::string, uint64_t> out;
+  const auto& fams = feature_families();
+  for (const Shard& s : d.shards)
+    for (const ShardRecord& r : s.records) {
+      if (r.problem_index >= s.problems.size()) continue;
+      const std::string_view f = family_of(s.problems[r.problem_index].op);
+      if (f.empty() || f == "gemm" || std::find(fams.begin(), fams.end(), f) == fams.end()) continue;
+      out[std::string(f)]++;
+    }
+  return out;
+}
+
 namespace {
+
+// How the log names a (hardware, family): the hardware key alone for GEMM, as before families.
+std::string label(const std::string& hw, const std::string& family) {
+  return family == "gemm" ? hw : hw + " " + family;
+}
+// The file-name stem of its log and work directory: "<hw>" or "<hw>.<family>".
+std::string stem(const std::string& hw, const std::string& family) {
+  return family == "gemm" ? hw : hw + "." + family;
+}
 
 uint64_t wall_ms() {
   return static_cast<uint64_t>(
@@ -202,30 +227,53 @@ void Retrainer::loop() {
   }
 }
 
-std::optional<uint64_t> Retrainer::published_version(const std::string& hw) const {
-  if (!fs::exists(registry_ + "/" + hw + "/index.json")) return std::nullopt;
-  for (const auto& e : bundle::list_registry(registry_))
-    if (e.hardware_key == hw && e.current > 0) return e.current;
+std::string Retrainer::model_root(const std::string& hw, const std::string& family) const {
+  return family == "gemm" ? registry_ + "/" + hw : registry_ + "/" + hw + "/families/" + family;
+}
+
+std::optional<uint64_t> Retrainer::published_version(const std::string& hw, const std::string& family) const {
+  if (!fs::exists(model_root(hw, family) + "/index.json")) return std::nullopt;
+  if (family == "gemm") {
+    for (const auto& e : bundle::list_registry(registry_))
+      if (e.hardware_key == hw && e.current > 0) return e.current;
+    return std::nullopt;
+  }
+  for (const auto& e : bundle::list_registry(registry_, false, SIZE_MAX, true))
+    if (e.hardware_key == hw && e.family == family && e.current > 0) return e.current;
   return std::nullopt;
 }
 
-RetrainState& Retrainer::state_for(const std::string& hw) {
-  auto it = states_.find(hw);
-  if (it != states_.end()) return it->second;
+RetrainState Retrainer::initial_state(const std::string& hw, const std::string& family) const {
   RetrainState s;
   // A model published before the hub knew about it (`diode publish`, an
   // MPIJob): growth counts from the data it was trained on.
   try {
-    if (auto v = published_version(hw)) {
-      s.trained_records = model_dataset_records(registry_ + "/" + hw + "/" + std::to_string(*v));
+    if (auto v = published_version(hw, family)) {
+      s.trained_records = model_dataset_records(model_root(hw, family) + "/" + std::to_string(*v));
       s.published_version = *v;
       if (s.trained_records == 0) s.trained_records = 1;  // a model exists: never "first model" again
-      spdlog::info("retrain {}: published version {} found, trained on {} records", hw, *v, s.trained_records);
+      spdlog::info("retrain {}: published version {} found, trained on {} records", label(hw, family), *v,
+                   s.trained_records);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("retrain {}: cannot read the registry: {}", hw, e.what());
+    spdlog::warn("retrain {}: cannot read the registry: {}", label(hw, family), e.what());
   }
-  return states_.emplace(hw, s).first->second;
+  return s;
+}
+
+RetrainState Retrainer::peek_state(const std::string& hw, const std::string& family) {
+  const auto it = states_.find(state_key(hw, family));
+  if (it != states_.end()) return it->second;
+  RetrainState s = initial_state(hw, family);
+  if (s.trained_records > 0) states_.emplace(state_key(hw, family), s);  // a model exists: remember it
+  return s;
+}
+
+RetrainState& Retrainer::state_for(const std::string& hw, const std::string& family) {
+  const std::string key = state_key(hw, family);
+  auto it = states_.find(key);
+  if (it != states_.end()) return it->second;
+  return states_.emplace(key, initial_state(hw, family)).first->second;
 }
 
 void Retrainer::save_states() {
@@ -240,21 +288,62 @@ void Retrainer::check_once() {
   for (const HardwareRow& row : store_.hardware()) {
     if (stop_) return;
     if (!is_valid_hardware_key(row.key)) continue;
-    const uint64_t records = row.records - std::min(row.records, row.community_records);  // fleet data only
+    const uint64_t fleet = row.records - std::min(row.records, row.community_records);  // fleet data only
+    // The fleet records per family: decoded from the store only when some family other
+    // than gemm could retrain on all of them, and again only when the counts change.
+    std::vector<std::string> others;
+    for (const auto& f : feature_families())
+      if (f != "gemm" && decide(o_.policy, fleet, peek_state(row.key, f), wall_ms()).retrain) others.push_back(f);
+    std::map<std::string, uint64_t> non_gemm;
+    if (!others.empty()) {
+      auto it = family_counts_.find(row.key);
+      if (it == family_counts_.end() || it->second.records != row.records ||
+          it->second.community_records != row.community_records) {
+        FamilyCounts c;
+        c.records = row.records;
+        c.community_records = row.community_records;
+        try {
+          Store::Options so;
+          so.dir = o_.data_dir;
+          so.read_only = true;
+          Store ro(so);
+          c.non_gemm = non_gemm_family_records(ro.dataset(row.key, false));
+        } catch (const std::exception& e) {
+          spdlog::warn("retrain {}: cannot count its records per decision family: {}", row.key, e.what());
+          continue;
+        }
+        it = family_counts_.insert_or_assign(row.key, std::move(c)).first;
+      }
+      non_gemm = it->second.non_gemm;
+    }
+    uint64_t gemm = fleet;  // GEMM: the fleet records of no other family (all of them before families)
+    for (const auto& [f, n] : non_gemm) gemm -= std::min(gemm, n);
     RetrainState& s = state_for(row.key);
-    const RetrainDecision d = decide(o_.policy, records, s, wall_ms());
+    const RetrainDecision d = decide(o_.policy, gemm, s, wall_ms());
     spdlog::debug("retrain {}: {}", row.key, d.reason);
-    if (d.retrain) retrain(row.key, records, d.reason);
+    if (d.retrain) retrain(row.key, "gemm", gemm, d.reason);
+    for (const auto& f : others) {
+      if (stop_) return;
+      const auto n = non_gemm.find(f);
+      const uint64_t records = n == non_gemm.end() ? 0 : n->second;
+      const RetrainDecision df = decide(o_.policy, records, peek_state(row.key, f), wall_ms());
+      spdlog::debug("retrain {}: {}", label(row.key, f), df.reason);
+      if (df.retrain) retrain(row.key, f, records, df.reason);
+    }
   }
 }
 
-void Retrainer::retrain(const std::string& hw, uint64_t records, const std::string& reason) {
+void Retrainer::retrain(const std::string& hw_key, const std::string& family, uint64_t records,
+                        const std::string& reason) {
+  (void)records;
+  // `hw` names the run in the log ("<key>" for GEMM, "<key> <family>" otherwise).
+  const std::string hw = label(hw_key, family);
   started_++;
   running_ = true;
   const auto t0 = std::chrono::steady_clock::now();
   // A directory of its own per run: a training orphaned by a kill -9 of an
   // earlier hub can never write into this run's files.
-  const std::string work = dir_ + "/work/" + hw + "." + std::to_string(wall_ms()),
+  const std::string work = dir_ + "/work/" + stem(hw_key, family) + "." + std::to_string(wall_ms()),
                     data = work + "/dataset.msgpack", out = work + "/model";
   spdlog::info("retrain {}: starting: {}", hw, reason);
   std::string log_text;
@@ -262,7 +351,7 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     std::error_code ec;
     fs::remove_all(work, ec);
     try {
-      io::write_file_atomic(dir_ + "/" + hw + ".log", log_text);
+      io::write_file_atomic(dir_ + "/" + stem(hw_key, family) + ".log", log_text);
     } catch (const std::exception& e) {
       spdlog::warn("retrain {}: cannot write the log: {}", hw, e.what());
     }
@@ -284,20 +373,35 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
       so.dir = o_.data_dir;
       so.read_only = true;
       Store ro(so);
-      const Dataset d = ro.dataset(hw, false);
-      trained_records = d.record_count();
+      const Dataset d = ro.dataset(hw_key, false);
+      // The records of the family trained (GEMM: those of no other family, all of them before families).
+      const auto non_gemm = non_gemm_family_records(d);
+      if (family == "gemm") {
+        trained_records = d.record_count();
+        for (const auto& [f, n] : non_gemm) trained_records -= std::min<uint64_t>(trained_records, n);
+      } else {
+        const auto it = non_gemm.find(family);
+        trained_records = it == non_gemm.end() ? 0 : it->second;
+        if (trained_records == 0) throw std::runtime_error("the exported dataset has no " + family + " record");
+      }
       save_dataset(data, d);
       spdlog::info("retrain {}: exported {} shards, {} records, {} problems", hw, d.shards.size(), trained_records,
                    d.problem_count());
       // The growth that triggers a retrain is this hardware's own; the other hardware's data
       // is read as it stands. One with no shards yet is left out (diode-train refuses an
       // empty --extra-data), and the training goes on without it.
-      if (const auto it = o_.extra_data_for.find(hw); it != o_.extra_data_for.end())
+      if (const auto it = o_.extra_data_for.find(hw_key); it != o_.extra_data_for.end())
         for (const auto& other : it->second) {
           const Dataset x = ro.dataset(other, false);
           if (x.shards.empty()) {
             spdlog::warn("retrain {}: no {} shards in the store: trained without its --extra-data", hw, other);
             log_text += "# no " + other + " shards in the store: trained without its --extra-data\n";
+            continue;
+          }
+          if (family != "gemm" && non_gemm_family_records(x).count(family) == 0) {
+            spdlog::warn("retrain {}: no {} records of {} in the store: trained without its --extra-data", hw,
+                         family, other);
+            log_text += "# no " + family + " records of " + other + " in the store: trained without its --extra-data\n";
             continue;
           }
           const std::string file = work + "/extra-" + other + ".msgpack";
@@ -312,7 +416,7 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     // joined into an ensemble below. Returns false when the hub is stopping.
     auto train = [&](const std::string& model_out, const std::vector<std::string>& extra) {
       ProcessOptions po;
-      po.argv = training_command(o_, hw, data, model_out);
+      po.argv = training_command(o_, hw_key, data, model_out, family);
       po.argv.insert(po.argv.end(), extra_data_args.begin(), extra_data_args.end());
       po.argv.insert(po.argv.end(), extra.begin(), extra.end());
       // Open MPI refuses to run as root unless told (containers often are root).
@@ -353,9 +457,9 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     }
 
     // The gate: against the published model, on the same test problems.
-    RetrainState& s = state_for(hw);
-    if (auto v = published_version(hw)) {
-      const GateResult g = compare_with_published(out, registry_ + "/" + hw + "/" + std::to_string(*v), data);
+    RetrainState& s = state_for(hw_key, family);
+    if (auto v = published_version(hw_key, family)) {
+      const GateResult g = compare_with_published(out, model_root(hw_key, family) + "/" + std::to_string(*v), data);
       log_text += "# gate vs published version " + std::to_string(*v) + ": " + g.summary + "\n";
       if (!g.publish) {
         rejected_++;
@@ -378,6 +482,8 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     bundle::PublishOptions popt;
     popt.expires_days = o_.expires_days;
     const auto r = bundle::publish(registry_, out, bundle::load_signing_keys(o_.signing_keys), popt);
+    if (r.family != family)  // the trainer was asked for this family; never count another one's model as it
+      throw std::runtime_error("published " + r.dir + " is of decision family " + r.family + ", not " + family);
     published_++;
     s.last_outcome = Outcome::published;
     s.published_version = r.version;
@@ -387,11 +493,12 @@ void Retrainer::retrain(const std::string& hw, uint64_t records, const std::stri
     s.next_attempt_ms = 0;
     s.last_error.clear();
     save_states();
-    log_text += "# published version " + std::to_string(r.version) + "\n";
+    log_text += "# published version " + std::to_string(r.version) +
+                (family == "gemm" ? std::string() : " of family " + family + " (" + r.dir + ")") + "\n";
     spdlog::info("retrain {}: published version {} ({} records)", hw, r.version, trained_records);
   } catch (const std::exception& e) {
     failed_++;
-    RetrainState& s = state_for(hw);
+    RetrainState& s = state_for(hw_key, family);
     s.failures++;
     s.last_outcome = Outcome::failed;
     s.last_error = e.what();

@@ -10,11 +10,19 @@
 // for it. A failure is logged, counted and retried with backoff; nothing here
 // throws into the hub.
 //
+// Per decision family (docs/decisions/046): each hardware's fleet records are counted per
+// family (diode::family_of of each problem's op; GEMM keeps the records of no other known
+// family), the policy applies to each (hardware, family) on its own, a family F other than
+// gemm is trained with `diode-train --family F`, gated against the current model of F
+// (<registry>/<hw>/families/F/) and published there. GEMM is what it was before families:
+// same command, state entry, log file and registry path.
+//
 // State, under the hub's --data DIR:
 //   retrain/state.json      per hardware: records of the last training, outcome,
 //                           failures, next attempt (written atomically)
-//   retrain/<hw>.log        output of the last training run of that hardware
-//   retrain/work/<hw>.<ms>/ the exported dataset and the candidate (removed after each run)
+//   retrain/<hw>.log        output of the last training run of that hardware (GEMM)
+//   retrain/<hw>.<F>.log    the same for family F (not gemm)
+//   retrain/work/<hw>[.<F>].<ms>/ the exported dataset and the candidate (removed after each run)
 #pragma once
 
 #include <atomic>
@@ -71,9 +79,14 @@ std::map<std::string, std::vector<std::string>> parse_trainer_args_for(const std
 std::map<std::string, std::vector<std::string>> parse_extra_data_for(const std::vector<std::string>& values);
 
 // The training command of hardware `hw`: mpirun [mpirun_args] -np N trainer --hardware hw
-// --data data --out out [trainer_args] [trainer_args_for[hw]].
+// --data data --out out [--family F] [trainer_args] [trainer_args_for[hw]]; --family only for
+// a family other than gemm.
 std::vector<std::string> training_command(const RetrainOptions& o, const std::string& hw, const std::string& data,
-                                          const std::string& out);
+                                          const std::string& out, const std::string& family = "gemm");
+
+// Records of `d` per decision family other than gemm (of feature_families()); a family with
+// none is absent. GEMM's count is the rest: d.record_count() minus these.
+std::map<std::string, uint64_t> non_gemm_family_records(const Dataset& d);
 
 // True when this hub was built with the model library (DIODE_WITH_TORCH=ON),
 // which the publish gate needs.
@@ -81,7 +94,7 @@ bool retrain_supported();
 
 // The publish gate: evaluates both model directories on the held-out test
 // split of `dataset_file` (grouped as the candidate's model.json says it was
-// trained: community / replayed records) and applies better_or_equal.
+// trained: its decision family, community / replayed records) and applies better_or_equal.
 struct GateResult {
   bool publish = false;
   std::string summary;  // "top-1 1.041 vs 1.052, ..." for the log
@@ -127,15 +140,28 @@ class Retrainer {
 
  private:
   void loop();
-  void retrain(const std::string& hw, uint64_t records, const std::string& reason);
-  RetrainState& state_for(const std::string& hw);
+  void retrain(const std::string& hw, const std::string& family, uint64_t records, const std::string& reason);
+  RetrainState& state_for(const std::string& hw, const std::string& family = "gemm");
+  // The state as state_for would make it, without adding one unless a model of the family
+  // is published (a family never trained leaves no entry in state.json).
+  RetrainState peek_state(const std::string& hw, const std::string& family);
+  RetrainState initial_state(const std::string& hw, const std::string& family) const;
   void save_states();
-  std::optional<uint64_t> published_version(const std::string& hw) const;
+  // <registry>/<hw> for gemm, <registry>/<hw>/families/<family> otherwise.
+  std::string model_root(const std::string& hw, const std::string& family) const;
+  std::optional<uint64_t> published_version(const std::string& hw, const std::string& family = "gemm") const;
 
   RetrainOptions o_;
   const Store& store_;
   std::string dir_, registry_;
-  std::map<std::string, RetrainState> states_;  // only the scheduler thread touches it after start()
+  std::map<std::string, RetrainState> states_;  // by state_key; only the scheduler thread touches it after start()
+  // Per hardware: the fleet records per non-gemm family, counted when the store's record
+  // counts (records, community_records) last changed (scheduler thread only).
+  struct FamilyCounts {
+    uint64_t records = 0, community_records = 0;
+    std::map<std::string, uint64_t> non_gemm;
+  };
+  std::map<std::string, FamilyCounts> family_counts_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};

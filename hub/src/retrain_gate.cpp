@@ -24,10 +24,11 @@ namespace diode::hub {
 bool retrain_supported() { return true; }
 
 namespace {
-// A model's problems as it was trained on them: its hardware, and the community /
+// A model's problems as it was trained on them: its family and hardware, and the community /
 // replayed records as model.json's dataset says (the gate and the seed choice alike).
 diode::models::GroupOptions trained_grouping(const diode::models::ModelDir& m) {
   diode::models::GroupOptions go;
+  go.family = m.spec.family;  // the model's decision family: only its records
   go.hardware_key = m.hardware_key;
   go.include_community = m.dataset.value("include_community", false);
   go.include_replayed = m.dataset.value("include_replayed", false);

@@ -92,10 +92,20 @@ RetrainDecision decide(const RetrainPolicy& p, uint64_t records, const RetrainSt
   return d;
 }
 
+std::string state_key(const std::string& hardware_key, const std::string& family) {
+  return family == "gemm" ? hardware_key : hardware_key + ":" + family;
+}
+
 std::string encode_states(const std::map<std::string, RetrainState>& states) {
-  nlohmann::json hw = nlohmann::json::object();
-  for (const auto& [k, s] : states) hw[k] = s.to_json();
-  return nlohmann::json{{"version", 1}, {"hardware", hw}}.dump(1) + "\n";
+  nlohmann::json hw = nlohmann::json::object(), fams = nlohmann::json::object();
+  for (const auto& [k, s] : states) {
+    const auto colon = k.find(':');
+    if (colon == std::string::npos) hw[k] = s.to_json();
+    else fams[k.substr(colon + 1)][k.substr(0, colon)] = s.to_json();
+  }
+  nlohmann::json j{{"version", 1}, {"hardware", hw}};
+  if (!fams.empty()) j["families"] = fams;
+  return j.dump(1) + "\n";
 }
 
 std::map<std::string, RetrainState> decode_states(const std::string& text) {
@@ -105,6 +115,14 @@ std::map<std::string, RetrainState> decode_states(const std::string& text) {
     if (!j.is_object() || j.value("version", 0) != 1)
       throw std::runtime_error("not a version 1 retrain state file");
     for (const auto& [k, v] : j.at("hardware").items()) out[k] = RetrainState::from_json(v);
+    if (j.contains("families")) {
+      if (!j["families"].is_object()) throw std::runtime_error("retrain state \"families\" is not an object");
+      for (const auto& [f, hws] : j["families"].items()) {
+        if (f.empty() || f == "gemm" || !hws.is_object())
+          throw std::runtime_error("retrain state family '" + f + "' is malformed");
+        for (const auto& [k, v] : hws.items()) out[state_key(k, f)] = RetrainState::from_json(v);
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed retrain state: ") + e.what());
   }

@@ -59,7 +59,14 @@ RetrainDecision decide(const RetrainPolicy& p, uint64_t records, const RetrainSt
 // Backoff after the n-th consecutive failure (n >= 1).
 uint64_t backoff_ms(const RetrainPolicy& p, uint32_t failures);
 
-// The state file: {"version": 1, "hardware": {"<key>": RetrainState, ...}}.
+// Per (hardware, decision family): the key of states_ maps. GEMM keeps the plain hardware
+// key (the state of a hub before families); another family F is "<key>:<F>" (':' is never
+// in a hardware key).
+std::string state_key(const std::string& hardware_key, const std::string& family);
+
+// The state file: {"version": 1, "hardware": {"<key>": RetrainState, ...}} for GEMM, and,
+// only once another family has a state, "families": {"<F>": {"<key>": RetrainState, ...}}
+// (a hub that predates families reads the GEMM part and ignores the rest).
 std::string encode_states(const std::map<std::string, RetrainState>& states);
 std::map<std::string, RetrainState> decode_states(const std::string& text);  // throws std::runtime_error
 

@@ -170,6 +170,28 @@ TEST(RetrainPolicy, StateRoundTrip) {
                std::runtime_error);
 }
 
+// Per decision family: GEMM keeps the plain hardware key and the file as it was; another
+// family's state goes under "families" (a hub that predates families reads only "hardware").
+TEST(RetrainPolicy, StatePerFamilyRoundTrip) {
+  EXPECT_EQ(state_key("nvidia-h100-80gb", "gemm"), "nvidia-h100-80gb");
+  EXPECT_EQ(state_key("nvidia-h100-80gb", "scaled_mm"), "nvidia-h100-80gb:scaled_mm");
+  std::map<std::string, RetrainState> gemm_only{{"nvidia-h100-80gb", trained_on(10)}};
+  const std::string text = encode_states(gemm_only);
+  EXPECT_EQ(nlohmann::json::parse(text).contains("families"), false) << text;
+  auto m = gemm_only;
+  m[state_key("nvidia-h100-80gb", "scaled_mm")] = trained_on(77);
+  const auto j = nlohmann::json::parse(encode_states(m));
+  EXPECT_EQ(j["hardware"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["families"]["scaled_mm"]["nvidia-h100-80gb"]["trained_records"], 77) << j.dump();
+  const auto back = decode_states(encode_states(m));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back.at("nvidia-h100-80gb").trained_records, 10u);
+  EXPECT_EQ(back.at("nvidia-h100-80gb:scaled_mm").trained_records, 77u);
+  EXPECT_THROW(decode_states("{\"version\": 1, \"hardware\": {}, \"families\": []}"), std::runtime_error);
+  EXPECT_THROW(decode_states("{\"version\": 1, \"hardware\": {}, \"families\": {\"gemm\": {}}}"),
+               std::runtime_error);
+}
+
 // ---------------------------------------------------------------- process runner
 
 TEST(RetrainProcess, CapturesOutputAndExitCode) {
@@ -291,6 +313,21 @@ TEST(RetrainCommand, PerHardwareTrainerArgsFollowTheCommonOnes) {
   EXPECT_THROW(parse_trainer_args_for({"nvidia-h200-144gb=--keep-aten", "nvidia-h200-144gb=--seed 2"}),
                std::invalid_argument);
   EXPECT_TRUE(parse_trainer_args_for({}).empty());
+}
+
+TEST(RetrainCommand, AFamilyOtherThanGemmIsTrainedWithItsFlag) {
+  diode::hub::RetrainOptions o;
+  o.mpirun = "mpirun";
+  o.np = 1;
+  o.trainer = "/opt/diode-train";
+  o.trainer_args = {"--epochs", "150"};
+  const auto gemm = diode::hub::training_command(o, "nvidia-h200-144gb", "d.msgpack", "out");
+  EXPECT_EQ(gemm, diode::hub::training_command(o, "nvidia-h200-144gb", "d.msgpack", "out", "gemm"));
+  EXPECT_EQ(std::count(gemm.begin(), gemm.end(), "--family"), 0);
+  const auto fp8 = diode::hub::training_command(o, "nvidia-h200-144gb", "d.msgpack", "out", "scaled_mm");
+  auto expect = gemm;
+  expect.insert(expect.end() - 2, {"--family", "scaled_mm"});  // before the trainer arguments
+  EXPECT_EQ(fp8, expect);
 }
 
 TEST(RetrainCommand, ExtraDataForNamesOtherHardwareKeys) {
@@ -694,8 +731,120 @@ TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
   EXPECT_EQ(h200_args.find("--extra-data"), std::string::npos) << h200_args;
 }
 
+namespace {
+// The scheduler in-process with the real trainer (one rank, a small network).
+RetrainOptions real_trainer_options(const std::string& dir, const std::string& data_dir) {
+  RetrainOptions o = scheduler_options(dir, data_dir, DIODE_TRAIN_BINARY);
+  o.trainer_args = {"--epochs", "10", "--hidden", "16", "--blocks", "1", "--seed", "3"};
+  return o;
+}
+}  // namespace
+
+// Decision families: a hardware with GEMM and FP8 scaled_mm data gets one model per family,
+// each trained with its --family, published into its own registry path and remembered in
+// its own state; more FP8 data retrains only scaled_mm, gated against its own current model.
+TEST(RetrainScheduler, RetrainsEachFamilyIntoItsOwnRegistryPath) {
+  TempDir t("families");
+  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
+  Store::Options so;
+  so.dir = t.path + "/data";
+  Store store(so);
+  const Dataset gemm = synthetic(41, 60);
+  models::SynthOptions fo;
+  fo.family = "scaled_mm";
+  fo.seed = 42;
+  fo.problems = 40;
+  fo.shards = 1;
+  fo.config_stride = 8;
+  const Dataset fp8 = models::make_synthetic_dataset(fo);
+  ASSERT_EQ(fp8.hardware_key, gemm.hardware_key);
+  const std::string hw = gemm.hardware_key;
+  commit_all(store, {&gemm, &fp8});
+  const std::string reg = so.dir + "/models/" + hw;
+  {
+    Retrainer r(real_trainer_options(t.path, so.dir), store);
+    r.check_once();
+    const auto log_of = [&](const std::string& stem) {
+      return fs::exists(so.dir + "/retrain/" + stem + ".log") ? io::read_file(so.dir + "/retrain/" + stem + ".log")
+                                                               : std::string("(no log)");
+    };
+    EXPECT_EQ(r.started(), 2u);
+    ASSERT_EQ(r.published(), 2u) << "failed " << r.failed() << "\n"
+                                 << log_of(hw) << "\n" << log_of(hw + ".scaled_mm");
+    // GEMM where it always was; scaled_mm below families/.
+    EXPECT_EQ(models::load_model_dir(reg + "/1").spec.family, "gemm");
+    EXPECT_EQ(models::load_model_dir(reg + "/families/scaled_mm/1").spec.family, "scaled_mm");
+    EXPECT_FALSE(fs::exists(reg + "/2"));
+    const std::string glog = log_of(hw), flog = log_of(hw + ".scaled_mm");
+    EXPECT_EQ(glog.find("--family"), std::string::npos) << glog;
+    EXPECT_NE(flog.find("--family scaled_mm"), std::string::npos) << flog;
+    EXPECT_NE(flog.find("published version 1 of family scaled_mm"), std::string::npos) << flog;
+    const auto st = nlohmann::json::parse(io::read_file(so.dir + "/retrain/state.json"));
+    EXPECT_EQ(st["hardware"][hw]["trained_records"], gemm.record_count()) << st.dump();
+    EXPECT_EQ(st["hardware"][hw]["published_version"], 1);
+    EXPECT_EQ(st["families"]["scaled_mm"][hw]["trained_records"], fp8.record_count()) << st.dump();
+    EXPECT_EQ(st["families"]["scaled_mm"][hw]["last_outcome"], "published");
+    EXPECT_TRUE(fs::is_empty(so.dir + "/retrain/work")) << "work directory left behind";
+    r.check_once();  // nothing new
+    EXPECT_EQ(r.started(), 2u);
+  }
+  // More FP8 data, past the fraction of the FP8 records only: a new scheduler (hub restart)
+  // retrains scaled_mm alone, and the gate judges it against families/scaled_mm/1.
+  fo.seed = 43;
+  fo.problems = 30;
+  const Dataset more = models::make_synthetic_dataset(fo);
+  ASSERT_GE(more.record_count(), fp8.record_count() / 4);
+  commit_all(store, {&more});
+  Retrainer again(real_trainer_options(t.path, so.dir), store);
+  again.check_once();
+  EXPECT_EQ(again.started(), 1u);
+  EXPECT_EQ(again.failed(), 0u);
+  EXPECT_EQ(again.published() + again.rejected(), 1u);
+  const std::string flog = io::read_file(so.dir + "/retrain/" + hw + ".scaled_mm.log");
+  EXPECT_NE(flog.find("# gate vs published version 1:"), std::string::npos) << flog;
+  EXPECT_FALSE(fs::exists(reg + "/2")) << "GEMM retrained on FP8 growth";
+  const auto st = nlohmann::json::parse(io::read_file(so.dir + "/retrain/state.json"));
+  EXPECT_EQ(st["families"]["scaled_mm"][hw]["trained_records"], fp8.record_count() + more.record_count());
+  EXPECT_EQ(st["hardware"][hw]["trained_records"], gemm.record_count());
+}
+
+// A hub with GEMM data only does what it did before families: one training, the same
+// command (no --family), the plain registry path, a state file without "families".
+TEST(RetrainScheduler, GemmOnlyDataRetrainsAsBefore) {
+  TempDir t("gemmonly");
+  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
+  Store::Options so;
+  so.dir = t.path + "/data";
+  Store store(so);
+  const Dataset d = synthetic(51, 60);
+  commit_all(store, {&d});
+  const std::string hw = d.hardware_key;
+  Retrainer r(real_trainer_options(t.path, so.dir), store);
+  r.check_once();
+  EXPECT_EQ(r.started(), 1u);
+  ASSERT_EQ(r.published(), 1u) << io::read_file(so.dir + "/retrain/" + hw + ".log");
+  EXPECT_TRUE(fs::exists(so.dir + "/models/" + hw + "/1/model.json"));
+  EXPECT_FALSE(fs::exists(so.dir + "/models/" + hw + "/families"));
+  EXPECT_FALSE(fs::exists(so.dir + "/retrain/" + hw + ".scaled_mm.log"));
+  const std::string log = io::read_file(so.dir + "/retrain/" + hw + ".log");
+  EXPECT_EQ(log.find("--family"), std::string::npos) << log;
+  const auto st = nlohmann::json::parse(io::read_file(so.dir + "/retrain/state.json"));
+  EXPECT_FALSE(st.contains("families")) << st.dump();
+  ASSERT_EQ(st["hardware"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["hardware"][hw]["trained_records"], d.record_count());
+  EXPECT_EQ(st["hardware"][hw]["last_outcome"], "published");
+  r.check_once();
+  EXPECT_EQ(r.started(), 1u);
+}
+
 #else
 
+TEST(RetrainScheduler, RetrainsEachFamilyIntoItsOwnRegistryPath) {
+  GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no diode-train, no publish gate";
+}
+TEST(RetrainScheduler, GemmOnlyDataRetrainsAsBefore) {
+  GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no diode-train, no publish gate";
+}
 TEST(RetrainHub, RetrainsPublishesAndRejectsWorse) {
   GTEST_SKIP() << "built without LibTorch (DIODE_WITH_TORCH=OFF): no diode-train, no publish gate";
 }

@@ -166,3 +166,22 @@ def test_report_labels_fp8_rows(tmp_path):
     table = (tmp_path / "r" / "table.md").read_text()
     assert "| llama3_8b | FP8 e4m3 (tensor scales) | prefill_8x128 |" in table
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["rows"][0]["diode_gpu"] == pytest.approx(0.9)
+
+
+def test_decode_steps_stay_at_their_position():
+    # transformers 5's StaticCache counts written tokens per layer and indexes with the count;
+    # the timed decode step is always the token at DECODE_PAST, so repeated steps must not
+    # advance it (they did: an index-out-of-bounds assert after ~630 compiled steps).
+    import torch
+    model, cfg = zoo.build_model("llama3_8b", 1, torch.float32, "cpu", True)
+    e = next(x for x in zoo.entries("llama3_8b", True) if x["kind"] == "decode")
+    fn, args = zoo.make_call(model, cfg, "llama3_8b", e, torch.float32, "cpu")
+    cache = next(c.cell_contents for c in fn.__closure__ if "Cache" in type(c.cell_contents).__name__)
+    fn(*args)           # the first step initialises the cache's layers
+    second = fn(*args)
+    seen = {int(cache.get_seq_length())}
+    for _ in range(5):
+        again = fn(*args)
+        seen.add(int(cache.get_seq_length()))
+    assert seen == {zoo.DECODE_PAST + 1}, seen
+    assert torch.equal(second, again)   # the same step, the same answer
