@@ -289,19 +289,24 @@ void Retrainer::check_once() {
     if (stop_) return;
     if (!is_valid_hardware_key(row.key)) continue;
     const uint64_t fleet = row.records - std::min(row.records, row.community_records);  // fleet data only
-    // The fleet records per family: decoded from the store only when some family other
-    // than gemm could retrain on all of them, and again only when the counts change.
-    std::vector<std::string> others;
-    for (const auto& f : feature_families())
-      if (f != "gemm" && decide(o_.policy, fleet, peek_state(row.key, f), wall_ms()).retrain) others.push_back(f);
-    std::map<std::string, uint64_t> non_gemm;
-    if (!others.empty()) {
-      auto it = family_counts_.find(row.key);
-      if (it == family_counts_.end() || it->second.records != row.records ||
-          it->second.community_records != row.community_records) {
-        FamilyCounts c;
-        c.records = row.records;
-        c.community_records = row.community_records;
+    // The fleet records per family. Decoding the store to count them is done only when the
+    // records not yet counted could make some family retrain (each family's count is then at
+    // most its last count plus all of them), so mostly once per retrain; otherwise the last
+    // counts stand and no family reaches its threshold.
+    FamilyCounts& c = family_counts_[row.key];
+    const auto counted = [&c](const std::string& f) {
+      const auto it = c.non_gemm.find(f);
+      return it == c.non_gemm.end() ? uint64_t{0} : it->second;
+    };
+    uint64_t non_gemm_total = 0;
+    for (const auto& [f, n] : c.non_gemm) non_gemm_total += n;
+    const uint64_t uncounted = !c.scanned ? fleet : fleet - std::min(fleet, c.records);
+    if (uncounted > 0) {
+      const uint64_t now = wall_ms();
+      bool scan = decide(o_.policy, fleet - std::min(fleet, non_gemm_total), state_for(row.key), now).retrain;
+      for (const auto& f : feature_families())
+        if (!scan && f != "gemm") scan = decide(o_.policy, counted(f) + uncounted, peek_state(row.key, f), now).retrain;
+      if (scan) {
         try {
           Store::Options so;
           so.dir = o_.data_dir;
@@ -312,20 +317,23 @@ void Retrainer::check_once() {
           spdlog::warn("retrain {}: cannot count its records per decision family: {}", row.key, e.what());
           continue;
         }
-        it = family_counts_.insert_or_assign(row.key, std::move(c)).first;
+        c.scanned = true;
+        c.records = fleet;
+        non_gemm_total = 0;
+        for (const auto& [f, n] : c.non_gemm) non_gemm_total += n;
       }
-      non_gemm = it->second.non_gemm;
     }
-    uint64_t gemm = fleet;  // GEMM: the fleet records of no other family (all of them before families)
-    for (const auto& [f, n] : non_gemm) gemm -= std::min(gemm, n);
+    // GEMM: the fleet records of no other family (all of them before families).
+    const uint64_t gemm = fleet - std::min(fleet, non_gemm_total);
     RetrainState& s = state_for(row.key);
     const RetrainDecision d = decide(o_.policy, gemm, s, wall_ms());
     spdlog::debug("retrain {}: {}", row.key, d.reason);
     if (d.retrain) retrain(row.key, "gemm", gemm, d.reason);
-    for (const auto& f : others) {
+    for (const auto& f : feature_families()) {
       if (stop_) return;
-      const auto n = non_gemm.find(f);
-      const uint64_t records = n == non_gemm.end() ? 0 : n->second;
+      if (f == "gemm") continue;
+      const uint64_t records = counted(f);
+      if (records == 0 && !states_.count(state_key(row.key, f))) continue;  // no data, never trained
       const RetrainDecision df = decide(o_.policy, records, peek_state(row.key, f), wall_ms());
       spdlog::debug("retrain {}: {}", label(row.key, f), df.reason);
       if (df.retrain) retrain(row.key, f, records, df.reason);

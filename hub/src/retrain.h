@@ -155,10 +155,11 @@ class Retrainer {
   const Store& store_;
   std::string dir_, registry_;
   std::map<std::string, RetrainState> states_;  // by state_key; only the scheduler thread touches it after start()
-  // Per hardware: the fleet records per non-gemm family, counted when the store's record
-  // counts (records, community_records) last changed (scheduler thread only).
+  // Per hardware: its fleet records per non-gemm family at the last count, and how many
+  // fleet records there were then (scheduler thread only; see check_once).
   struct FamilyCounts {
-    uint64_t records = 0, community_records = 0;
+    bool scanned = false;
+    uint64_t records = 0;
     std::map<std::string, uint64_t> non_gemm;
   };
   std::map<std::string, FamilyCounts> family_counts_;
