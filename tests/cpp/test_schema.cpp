@@ -181,7 +181,9 @@ void check_matches(const json& value, const json& form, const std::string& type,
                    uint64_t version) {
   SCOPED_TRACE(path);
   if (types().contains(type)) {
-    if (type == "shard") EXPECT_EQ(form.at("wire_version").get<uint64_t>(), version);
+    if (type == "shard") {
+      EXPECT_EQ(form.at("wire_version").get<uint64_t>(), version);
+    }
     const auto fs = fields(type, version);
     ASSERT_TRUE(value.is_array());
     ASSERT_EQ(value.size(), fs.size());
