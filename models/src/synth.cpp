@@ -163,6 +163,17 @@ Dataset make_synthetic_dataset(const SynthOptions& o) {
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> noise(0.0, o.noise_sigma);
   std::uniform_real_distribution<double> u(0, 1);
+  // A Triton record's outcome from its model time: out of resources (us < 0), a rare compile
+  // error, or the time with multiplicative noise.
+  auto time_triton = [&](ShardRecord& r, double us) {
+    if (us < 0 || u(rng) < 0.01) {
+      r.status = us < 0 ? TimingStatus::out_of_resources : TimingStatus::compile_error;
+    } else {
+      r.median_us = us * std::exp(noise(rng));
+      r.spread_us = r.median_us * 0.02;
+      r.repeats = 10;
+    }
+  };
   Dataset d;
   d.shards.resize(size_t(o.shards));
   for (int s = 0; s < o.shards; ++s) {
@@ -198,14 +209,7 @@ Dataset make_synthetic_dataset(const SynthOptions& o) {
           r.config.use_fast_accum = fast;
           r.config.acc_type = "float32";
           if (in_default) r.flags |= kRecordInDefault;
-          const double us = scaled_mm_time_us(p, t, fast);
-          if (us < 0 || u(rng) < 0.01) {
-            r.status = us < 0 ? TimingStatus::out_of_resources : TimingStatus::compile_error;
-          } else {
-            r.median_us = us * std::exp(noise(rng));
-            r.spread_us = r.median_us * 0.02;
-            r.repeats = 10;
-          }
+          time_triton(r, scaled_mm_time_us(p, t, fast));
           sh.records.push_back(std::move(r));
         }
         continue;
@@ -217,14 +221,7 @@ Dataset make_synthetic_dataset(const SynthOptions& o) {
       r.config.group_m = t.group_m, r.config.num_stages = t.num_stages, r.config.num_warps = t.num_warps;
       r.config.even_k = p.k % t.block_k == 0;
       r.config.acc_type = "float32";
-      const double us = triton_time_us(p, t);
-      if (us < 0 || u(rng) < 0.01) {
-        r.status = us < 0 ? TimingStatus::out_of_resources : TimingStatus::compile_error;
-      } else {
-        r.median_us = us * std::exp(noise(rng));
-        r.spread_us = r.median_us * 0.02;
-        r.repeats = 10;
-      }
+      time_triton(r, triton_time_us(p, t));
       sh.records.push_back(std::move(r));
     }
     ShardRecord a;

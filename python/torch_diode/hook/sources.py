@@ -250,7 +250,11 @@ def shipped_bundle(hardware_key: str) -> Candidate | None:
     """The newest bundle the package ships for the hardware key (not yet verified), or None."""
     if not package_enabled() or not _HW_DIR.match(hardware_key or ""):
         return None
-    root = os.path.join(PACKAGE_DIR, hardware_key)
+    return _newest_shipped(os.path.join(PACKAGE_DIR, hardware_key))
+
+
+def _newest_shipped(root: str) -> Candidate | None:
+    """The highest-numbered bundle directory directly under `root` (not yet verified), or None."""
     best = None
     if os.path.isdir(root):
         for name in os.listdir(root):
@@ -340,14 +344,7 @@ def shipped_family_bundle(family: str, hardware_key: str) -> Candidate | None:
     torch_diode/bundles/<hw>/families/<family>/<version>/ (not yet verified), or None."""
     if not package_enabled() or not _HW_DIR.match(hardware_key or ""):
         return None
-    root = os.path.join(PACKAGE_DIR, hardware_key, "families", family)
-    best = None
-    if os.path.isdir(root):
-        for name in os.listdir(root):
-            p = os.path.join(root, name)
-            if name.isdigit() and is_bundle_dir(p) and (best is None or int(name) > best.version):
-                best = Candidate(p, "package", True, int(name))
-    return best
+    return _newest_shipped(os.path.join(PACKAGE_DIR, hardware_key, "families", family))
 
 
 def _bundle_signed(path: str) -> dict:
