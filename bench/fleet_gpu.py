@@ -3,7 +3,8 @@
   python bench/fleet_gpu.py --bin DIR --manifest manifests/h100-mix-2026112505.yaml \
       --work .carry/fleet --deadline-s 520 --out "$OUT"
 
-hub (CURVE ingest) + coordinator (the manifest) + one diode-agent with the `inductor`
+hub (CURVE ingest) + coordinator (the manifests: --manifest may be given more than once;
+the coordinator leases by each manifest's priority) + one diode-agent with the `inductor`
 runner on this machine's GPUs (found by nvidia-smi, nothing faked), all on loopback. At
 the deadline the agent is stopped with SIGTERM (it releases its lease), then the hub's
 dataset for the manifest's hardware is exported with `diode dataset export` and checked:
@@ -79,7 +80,7 @@ class Fleet:
         (w / "hub_allow.txt").write_text(f"{pub['agent0']}\n")
         (w / "token").write_text("fleet-" + os.urandom(12).hex())
 
-    def start(self, manifest: pathlib.Path, replay: pathlib.Path | None) -> None:
+    def start(self, manifests: list[pathlib.Path], replay: pathlib.Path | None) -> None:
         w = self.work
         pub = lambda n: json.loads((w / f"{n}.key").read_text())["public"]  # noqa: E731
         self.coord_ep = f"tcp://127.0.0.1:{free_port()}"
@@ -90,7 +91,7 @@ class Fleet:
                    "--write-token-file", w / "token", "--ready-file", w / "hub.ready")
         self.spawn("coordinator", self.bin["diode-coordinator"], "serve", "--db", w / "coord.db",
                    "--bind", self.coord_ep, "--keys", w / "coord.key", "--allowlist", w / "coord_allow.txt",
-                   "--manifests", manifest, "--lease-ms", "120000", "--heartbeat-ms", "5000")
+                   "--manifests", *manifests, "--lease-ms", "120000", "--heartbeat-ms", "5000")
         deadline = time.time() + 30
         while not (w / "hub.ready").exists():
             if time.time() > deadline:
@@ -124,7 +125,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, type=pathlib.Path, help="directory with diode, diode-hub, "
                     "diode-coordinator and diode-agent")
-    ap.add_argument("--manifest", required=True, type=pathlib.Path)
+    ap.add_argument("--manifest", required=True, type=pathlib.Path, action="append",
+                    help="a manifest to serve (repeat for more)")
     ap.add_argument("--work", required=True, type=pathlib.Path)
     ap.add_argument("--deadline-s", type=float, default=520)
     ap.add_argument("--out", required=True, type=pathlib.Path)
@@ -138,9 +140,10 @@ def main() -> int:
     f = Fleet(a.bin.resolve(), a.work.resolve())
     start = time.time()
     f.keys()
-    print(run(f.bin["diode"], "manifest", "validate", a.manifest), end="")
+    for m in a.manifest:
+        print(run(f.bin["diode"], "manifest", "validate", m), end="")
     try:
-        f.start(a.manifest.resolve(), a.replay_data.resolve() if a.replay_data else None)
+        f.start([m.resolve() for m in a.manifest], a.replay_data.resolve() if a.replay_data else None)
         last = ""
         while time.time() - start < a.deadline_s:
             st = f.states()

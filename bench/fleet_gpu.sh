@@ -8,8 +8,10 @@
 #     into DEST/lib.
 #
 #   bash bench/fleet_gpu.sh .carry/fleet-bin manifests/h100-mix-2026112505.yaml 520
+#   bash bench/fleet_gpu.sh .carry/fleet-bin manifests/a.yaml,manifests/b.yaml 520
 #     On the GPU machine: run bench/fleet_gpu.py with the binaries packed by `carry`, giving
-#     them only the shared libraries this system lacks (on LD_LIBRARY_PATH).
+#     them only the shared libraries this system lacks (on LD_LIBRARY_PATH). Several
+#     manifests: comma-separated.
 set -euo pipefail
 if [[ ${1:-} == carry ]]; then
   build=$2; dest=$3
@@ -33,5 +35,6 @@ done
 echo "carried libraries used: $(ls "$need" | tr '\n' ' ')"
 export LD_LIBRARY_PATH=$need${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for b in "$pack"/bin/*; do ldd "$b" | grep "not found" && { echo "missing libraries for $b"; exit 1; }; done
-python bench/fleet_gpu.py --bin "$pack/bin" --manifest "$manifest" --work .carry/fleet-work \
+margs=(); IFS=, read -ra ms <<< "$manifest"; for m in "${ms[@]}"; do margs+=(--manifest "$m"); done
+python bench/fleet_gpu.py --bin "$pack/bin" "${margs[@]}" --work .carry/fleet-work \
   --deadline-s "$secs" --out "$OUT"

@@ -434,8 +434,8 @@ struct EntryContext {
 // bias?, scale?}. The op, dtype and scale must be among sweep.ops/dtypes/scales (checked in
 // parse_sweep); the problem itself is checked by the wire format's own rules
 // (wire::validate). A scaled_mm entry has dtype_a = dtype_b = dtype and dtype_out =
-// sweep.out_dtype, trans_b true and scale tensor unless it says otherwise, and M, N, K
-// multiples of 16 (kScaledMmDimMultiple).
+// sweep.out_dtype, trans_b true and scale tensor unless it says otherwise, and N, K
+// multiples of 16 (kScaledMmDimMultiple; torch._scaled_mm leaves M free).
 Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& path, const EntryContext& ctx) {
   Problem p;
   if (!c.mapping(n, path, {"op", "dtype", "batch", "m", "n", "k", "trans_a", "trans_b", "bias", "scale"},
@@ -455,11 +455,11 @@ Problem parse_problem_entry(Checker& c, const YAML::Node& n, const std::string& 
   p.k = c.uint(n["k"], path + ".k", 1, kMaxDim);
   if (scaled && c.errors().size() == errors_before) {
     p.trans_b = true;
-    for (auto [key, v] : {std::pair{"m", p.m}, {"n", p.n}, {"k", p.k}})
+    for (auto [key, v] : {std::pair{"n", p.n}, {"k", p.k}})
       if (v % kScaledMmDimMultiple != 0)
         c.error(n[key], path + "." + key,
                 std::to_string(v) + " is not a multiple of " + std::to_string(kScaledMmDimMultiple) +
-                    " (FP8 GEMMs in cuBLASLt need multiples of 16)");
+                    " (torch._scaled_mm needs K and N multiples of 16)");
   }
   if (n["trans_a"]) p.trans_a = c.boolean(n["trans_a"], path + ".trans_a");
   if (n["trans_b"]) p.trans_b = c.boolean(n["trans_b"], path + ".trans_b");

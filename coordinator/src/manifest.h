@@ -74,8 +74,9 @@ struct TimingSettings {
 inline constexpr uint64_t kMaxManifestShards = 20'000;
 inline constexpr uint64_t kMaxManifestProblems = 100'000;
 
-// scaled_mm sweeps: FP8 GEMMs in cuBLASLt need K and N to be multiples of 16, so every
-// M, N, K a scaled_mm manifest yields is one (manifests/README.md#expansion).
+// scaled_mm sweeps: torch._scaled_mm needs K and N to be multiples of 16 (M is free: a
+// decode step's M is the batch). A listed problem's K and N must be; a drawn (lognormal)
+// shape has M, N and K rounded up to one (manifests/README.md#expansion).
 inline constexpr uint64_t kScaledMmDimMultiple = 16;
 
 struct Manifest {

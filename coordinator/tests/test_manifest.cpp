@@ -509,21 +509,21 @@ TEST(Manifest, ScaledMmSchemaErrors) {
   EXPECT_EQ(errs[0], "m.yaml:15:14: sweep.out_dtype: 'float32' is not collected: scaled_mm is measured with "
                      "out_dtype bfloat16 only");
 
-  // `problems` entries: dims multiples of 16, scale within sweep.scales, wire rules.
+  // `problems` entries: N and K multiples of 16 (M free), scale within sweep.scales, wire rules.
   std::string list = kFp8;
   list.replace(list.find("scales: [tensor, row]"), 21, "scales: [row]");
   list.replace(list.find("problems: 400"), 13, "problems: 3");
   list.replace(list.find("distribution: lognormal"), 23,
                "distribution: problems\n    list:\n"
-               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 24, n: 4096, k: 4100, scale: row}\n"
+               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 1, n: 4104, k: 4100, scale: row}\n"
                "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096}\n"
                "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096, scale: row, bias: row}\n");
   errs = errors_of(list);
-  EXPECT_TRUE(has_error(errs, "m.yaml:16:50: sweep.shapes.list[0].m: 24 is not a multiple of 16 (FP8 GEMMs in cuBLASLt need "
-                               "multiples of 16)"))
+  EXPECT_TRUE(has_error(errs, "m.yaml:16:56: sweep.shapes.list[0].n: 4104 is not a multiple of 16 (torch._scaled_mm "
+                               "needs K and N multiples of 16)"))
       << ::testing::PrintToString(errs);
   EXPECT_TRUE(has_error(errs, "sweep.shapes.list[0].k: 4100 is not a multiple of 16"));
-  EXPECT_FALSE(has_error(errs, "sweep.shapes.list[0].n"));
+  EXPECT_FALSE(has_error(errs, "sweep.shapes.list[0].m"));  // M = 1: a decode step
   EXPECT_TRUE(has_error(errs, "sweep.shapes.list[1].scale: 'tensor' is not in sweep.scales"));
   EXPECT_TRUE(has_error(errs, "m.yaml:18:9: sweep.shapes.list[2]: sweep.shapes.list[2].bias: op scaled_mm takes no bias"));
   EXPECT_EQ(errs.size(), 4u) << ::testing::PrintToString(errs);

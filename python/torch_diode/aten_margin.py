@@ -23,7 +23,9 @@ import operator
 from .collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # in Inductor's DEFAULT list
 from .collect.respec import problem_key, read_split_list, version_of  # noqa: F401  (re-exported)
 from .dataset import load_dataset
-from .hook.ranking import ATEN_RULES, Options, Ranker, config_key
+from .hook.ranking import ATEN_RULES, Options, config_key, model_family, ranker_for_model
+from .hook.protocols import Ranker as RankerProtocol  # noqa: F401  (member_gaps takes either ranker)
+from .wire import family_of
 from .summary_stats import geomean, p90
 
 __all__ = ["MARGINS", "RULES", "DEFAULT_FLAG", "disturbed", "problems_of", "predict_picks_triton", "predict_time",
@@ -98,7 +100,7 @@ def predict_time(row: dict, margin: float, rule: str = "mean") -> float:
     return row["triton"] if predict_picks_triton(row, margin, rule) else row["aten"]
 
 
-def member_gaps(ranker: Ranker, problem, triton_config, aten_config) -> list[float]:
+def member_gaps(ranker: "RankerProtocol", problem, triton_config, aten_config) -> list[float]:
     """Each ensemble member's own gap, its predicted log time of ATen minus that of
     `triton_config` (member 0 first; one value for a single model): the hook's own
     Ranker.member_gaps, which its every_member rule reads."""
@@ -111,13 +113,16 @@ def stats(xs):
 
 
 def replay_rows(model, datasets, keep=None, max_spread: float = 0.0, members: bool = False) -> list[dict]:
-    """Per problem (problems_of): the best time, ATen's, the best-scored DEFAULT Triton config's,
+    """Per problem (problems_of) of the model's decision family: the best time, ATen's, the best-scored DEFAULT Triton config's,
     and `gap`, ATen's predicted log time minus that config's (-inf outside the model's training
     sizes, where the hook hands over ATen: model.json dataset.domain); with `members`, also
     `member_gap`, the smallest of member_gaps() for that config (-inf outside the domain)."""
-    ranker = Ranker(model)
+    ranker = ranker_for_model(model)   # the model's own family's features (gemm or scaled_mm)
+    family = model_family(model)
     rows = []
     for p, rs in problems_of(datasets, keep, max_spread):
+        if family_of(p.op) != family:      # a hardware folder holds every family's shards
+            continue
         cands = [r for r in rs if r.config.is_triton and r.flags & DEFAULT_FLAG]
         aten = next(r for r in rs if r.config.template == "aten")
         offered = cands + [aten]

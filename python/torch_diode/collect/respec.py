@@ -55,8 +55,11 @@ def problem_key(p) -> tuple:
     """What identifies a problem across the wire format (a wire.Problem) and the problem list
     of `diode validate --list-split SPLIT --json` (a dict): the bench scripts use it too."""
     get = (lambda f: p[f]) if isinstance(p, dict) else (lambda f: getattr(p, f))
+    # `scale` (wire v3) tells a scaled_mm problem's tensor-wise and row-wise twins apart; a
+    # GEMM problem's is "none", also where a list written before v3 has no such field
+    scale = p.get("scale", "none") if isinstance(p, dict) else getattr(p, "scale", "none")
     return tuple(get(f) for f in ("op", "batch", "m", "n", "k", "dtype_a", "dtype_b", "dtype_out",
-                                  "trans_a", "trans_b", "bias"))
+                                  "trans_a", "trans_b", "bias")) + (scale,)
 
 
 def read_split_list(path: str) -> set:
