@@ -33,6 +33,12 @@
 # (its model.json names the family and the hardware key): `diode publish` puts it in
 # REGISTRY/KEY/families/FAMILY/N, `diode verify --family FAMILY` checks it, and it replaces
 # the package's bundles/KEY/families/FAMILY/. A GEMM release keeps the shipped families/.
+# Its ATen margin is chosen before, as step 2b does for GEMM (the replay ranks with the
+# family's own features and problems):
+#   diode validate --model DIR --dataset datasets/KEY --family FAMILY --list-split validation --json > v.json
+#   python/release/choose_aten_margin.py --model DIR --dataset datasets/KEY --split-list v.json
+# A family model without model.json `selection` is published with a warning (the hook then
+# uses its default margin).
 #
 # A hardware whose training, validation or publication fails keeps what the package
 # shipped before (untouched) and the script exits 1 after the summary: a partial release
@@ -249,6 +255,8 @@ publish_family_and_ship() {
 if m.get("family", "gemm") != sys.argv[2]: sys.exit("model.json is of family %s, not %s" % (m.get("family", "gemm"), sys.argv[2]))' \
         "$dir/model.json" "$family") || return 1
   fdir="$shipped/$fhw/families/$family"
+  "$py" -c 'import json, sys; sys.exit("selection" not in json.load(open(sys.argv[1])))' "$dir/model.json" ||
+    echo "release_bundles: warning: $dir/model.json has no selection (ATen margin): choose it first (see the header)" >&2
   # Versions keep growing: a registry below the shipped version gets a copy of it first.
   prev=$(newest_version "$fdir")
   top=$(newest_version "$registry/$fhw/families/$family")
