@@ -41,6 +41,12 @@ std::vector<std::string> errors_of(const std::string& yaml) {
   return {};
 }
 
+// `yaml` with its first `from` replaced by `to`: one edit of a test's manifest.
+std::string edited(std::string yaml, const std::string& from, const std::string& to) {
+  yaml.replace(yaml.find(from), from.size(), to);
+  return yaml;
+}
+
 }  // namespace
 
 TEST(Manifest, ShippedManifestsValidate) {
@@ -52,8 +58,7 @@ TEST(Manifest, ShippedManifestsValidate) {
 }
 
 TEST(Manifest, ErrorsNameLineColumnAndField) {
-  std::string bad = kGood;
-  bad.replace(bad.find("problems: 1000"), 14, "problems: -3");
+  std::string bad = edited(kGood, "problems: 1000", "problems: -3");
   auto errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:10:13: sweep.problems: expected a non-negative integer, got '-3'");
@@ -62,8 +67,7 @@ TEST(Manifest, ErrorsNameLineColumnAndField) {
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:15:1: extra_field: unknown field");
 
-  bad = kGood;
-  bad.replace(bad.find("[float16]"), 9, "[float8]");
+  bad = edited(kGood, "[float16]", "[float8]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_NE(errs[0].find("m.yaml:9:12: sweep.dtypes[0]: 'float8' is not one of"), std::string::npos) << errs[0];
@@ -95,8 +99,8 @@ TEST(Manifest, HardwareMatching) {
 // `hardware.key` pins the exact hardware key: the memory lower bound alone would also
 // take a larger card of the same name (an H200 of 140 GiB under `min_memory_gib: 130`).
 TEST(Manifest, HardwareKeyIsOneMoreRule) {
-  std::string y = kGood;
-  y.replace(y.find("  compute_capability"), 0, "  vendor: nvidia\n  key: nvidia-h100-80gb\n");
+  const std::string y =
+      edited(kGood, "  compute_capability", "  vendor: nvidia\n  key: nvidia-h100-80gb\n  compute_capability");
   Manifest m = parse_manifest(y, "m.yaml");
   EXPECT_EQ(m.hardware.key, "nvidia-h100-80gb");
   diode::HardwareId h;
@@ -114,17 +118,14 @@ TEST(Manifest, HardwareKeyIsOneMoreRule) {
   // A change of key is a change of the manifest.
   EXPECT_EQ(manifest_fields(m).at("hardware.key"), "nvidia-h100-80gb");
   // search_space in any case, as the hook's install(search_space=...) takes it.
-  std::string lower = y;
-  lower.replace(lower.find("  shapes:"), 0, "  search_space: exhaustive\n");
+  const std::string lower = edited(y, "  shapes:", "  search_space: exhaustive\n  shapes:");
   EXPECT_EQ(parse_manifest(lower, "m.yaml").search_space, "EXHAUSTIVE");
 
-  std::string bad = y;
-  bad.replace(bad.find("nvidia-h100-80gb"), 16, "H100 80GB");
+  std::string bad = edited(y, "nvidia-h100-80gb", "H100 80GB");
   auto errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_NE(errs[0].find("hardware.key: 'H100 80GB' is not a hardware key"), std::string::npos) << errs[0];
-  bad = y;
-  bad.replace(bad.find("nvidia-h100-80gb"), 16, "amd-mi300x-184gb");
+  bad = edited(y, "nvidia-h100-80gb", "amd-mi300x-184gb");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_NE(errs[0].find("does not start with the vendor 'nvidia-'"), std::string::npos) << errs[0];
@@ -165,8 +166,8 @@ TEST(Expand, DeterministicAndShaped) {
 }
 
 TEST(Expand, GridAndExplicit) {
-  std::string g = kGood;
-  g.replace(g.find("distribution: lognormal"), 23, "distribution: grid\n    m: [64, 128]\n    n: [256]\n    k: [32, 64, 96]\n    batch: [2]");
+  const std::string g = edited(kGood, "distribution: lognormal",
+                               "distribution: grid\n    m: [64, 128]\n    n: [256]\n    k: [32, 64, 96]\n    batch: [2]");
   Manifest m = parse_manifest(g, "m.yaml");
   auto probs = expand_problems(m);
   EXPECT_EQ(probs.size(), 2u * 1 * 3 * 2);  // shapes x ops (mm, bmm with one batch)
@@ -183,22 +184,19 @@ TEST(Manifest, DuplicateKeysAreRefused) {
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:16:1: priority: duplicate key (first at line 15, column 1)");
 
-  std::string nested = kGood;
-  nested.replace(nested.find("  seed: 7\n"), 10, "  seed: 7\n  seed: 8\n");
+  std::string nested = edited(kGood, "  seed: 7\n", "  seed: 7\n  seed: 8\n");
   errs = errors_of(nested);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:13:3: sweep.seed: duplicate key (first at line 12, column 3)");
 
-  std::string flow = kGood;
-  flow.replace(flow.find("hardware:\n  device_name: \"H100\"\n  compute_capability: \"9.0\"\n"), 60,
-               "hardware: {device_name: \"H100\", device_name: \"A100\"}\n");
+  std::string flow = edited(kGood, "hardware:\n  device_name: \"H100\"\n  compute_capability: \"9.0\"\n",
+                            "hardware: {device_name: \"H100\", device_name: \"A100\"}\n");
   errs = errors_of(flow);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_NE(errs[0].find("m.yaml:4:33: hardware.device_name: duplicate key"), std::string::npos) << errs[0];
 
   // Inside a list of mappings, and quoted spellings of the same key.
-  std::string grid = kGood;
-  grid.replace(grid.find("distribution: lognormal"), 23, "distribution: lognormal\n    'distribution': grid");
+  std::string grid = edited(kGood, "distribution: lognormal", "distribution: lognormal\n    'distribution': grid");
   errs = errors_of(grid);
   ASSERT_GE(errs.size(), 1u);
   EXPECT_NE(errs[0].find("m.yaml:15:5: sweep.shapes.distribution: duplicate key"), std::string::npos) << errs[0];
@@ -211,17 +209,11 @@ TEST(Manifest, DuplicateKeysAreRefused) {
 // read anyway, and yaml-cpp threw YAML::InvalidNode out of parse_manifest (no file:line, no
 // ManifestError).
 TEST(Manifest, MissingRequiredFieldsAreManifestErrors) {
-  std::string shapes = kGood;
-  const std::string lognormal = "shapes:\n    distribution: lognormal\n";
-  shapes.replace(shapes.find(lognormal), lognormal.size(), "shapes: {}\n");
-  auto errs = errors_of(shapes);
+  auto errs = errors_of(edited(kGood, "shapes:\n    distribution: lognormal\n", "shapes: {}\n"));
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:13:11: sweep.shapes.distribution: missing required field");
 
-  std::string hw = kGood;
-  const std::string device = "  device_name: \"H100\"\n";
-  hw.replace(hw.find(device), device.size(), "  vendor: nvidia\n");
-  errs = errors_of(hw);
+  errs = errors_of(edited(kGood, "  device_name: \"H100\"\n", "  vendor: nvidia\n"));
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:5:3: hardware.device_name: missing required field");
 }
@@ -245,8 +237,7 @@ TEST(Manifest, OneYamlDocument) {
 // device_name) passed, and manifest_fields(m).dump() (the coordinator's store) threw
 // nlohmann's type_error 316.
 TEST(Manifest, TextMustBeUtf8) {
-  std::string bad = kGood;
-  bad.replace(bad.find("\"H100\""), 6, "\"H\x94" "100\"");
+  std::string bad = edited(kGood, "\"H100\"", "\"H\x94" "100\"");
   auto errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0], "m.yaml:5:18: (yaml): not valid UTF-8 (a manifest is UTF-8 text)");
@@ -258,11 +249,8 @@ TEST(Manifest, TextMustBeUtf8) {
 
 namespace {
 std::string with_hardware(const std::string& device_name, const std::string& cc = "9.0") {
-  std::string m = kGood;
-  const std::string rules = "  device_name: \"H100\"\n  compute_capability: \"9.0\"\n";
-  m.replace(m.find(rules), rules.size(),
-            "  device_name: '" + device_name + "'\n  compute_capability: '" + cc + "'\n");
-  return m;
+  return edited(kGood, "  device_name: \"H100\"\n  compute_capability: \"9.0\"\n",
+                "  device_name: '" + device_name + "'\n  compute_capability: '" + cc + "'\n");
 }
 }  // namespace
 
@@ -318,14 +306,13 @@ TEST(Manifest, DeviceNamePatternsAreBounded) {
 // dataset mix sampler writes them; each checked by the wire format's rules and against
 // sweep.ops/dtypes.
 TEST(Expand, ProblemList) {
-  std::string g = kGood;
-  g.replace(g.find("problems: 1000"), 14, "problems: 3");
-  g.replace(g.find("distribution: lognormal"), 23,
-            "distribution: problems\n    list:\n"
-            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
-            "      - {op: bmm, dtype: float16, batch: 32, m: 512, n: 512, k: 128, trans_b: true}\n"
-            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
-            "      - {op: mm, dtype: float16, m: 64, n: 64, k: 64}");
+  std::string g = edited(kGood, "problems: 1000", "problems: 3");
+  g = edited(g, "distribution: lognormal",
+             "distribution: problems\n    list:\n"
+             "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
+             "      - {op: bmm, dtype: float16, batch: 32, m: 512, n: 512, k: 128, trans_b: true}\n"
+             "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, trans_b: true}\n"
+             "      - {op: mm, dtype: float16, m: 64, n: 64, k: 64}");
   Manifest m = parse_manifest(g, "m.yaml");
   auto probs = expand_problems(m);
   ASSERT_EQ(probs.size(), 3u);  // the repeat is collected once; then the third distinct one
@@ -339,14 +326,13 @@ TEST(Expand, ProblemList) {
 }
 
 TEST(Manifest, ProblemListErrors) {
-  std::string g = kGood;
-  g.replace(g.find("problems: 1000"), 14, "problems: 5");
-  g.replace(g.find("distribution: lognormal"), 23,
-            "distribution: problems\n    list:\n"
-            "      - {op: addmm, dtype: float16, m: 7, n: 4096, k: 1024}\n"     // op not in sweep.ops
-            "      - {op: mm, dtype: bfloat16, m: 7, n: 4096, k: 1024}\n"       // dtype not in sweep.dtypes
-            "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, bias: row}\n"  // mm has no bias
-            "      - {op: mm, dtype: float16, m: 7, n: 4096}");                // k missing
+  std::string g = edited(kGood, "problems: 1000", "problems: 5");
+  g = edited(g, "distribution: lognormal",
+             "distribution: problems\n    list:\n"
+             "      - {op: addmm, dtype: float16, m: 7, n: 4096, k: 1024}\n"     // op not in sweep.ops
+             "      - {op: mm, dtype: bfloat16, m: 7, n: 4096, k: 1024}\n"       // dtype not in sweep.dtypes
+             "      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024, bias: row}\n"  // mm has no bias
+             "      - {op: mm, dtype: float16, m: 7, n: 4096}");                // k missing
   auto errs = errors_of(g);
   auto has = [&](const std::string& s) {
     for (const auto& e : errs)
@@ -363,12 +349,10 @@ TEST(Manifest, ProblemListErrors) {
 // A resubmitted `problems` manifest that changed one listed problem is described as such
 // (the conflict message names the field), not as an unchanged "explicit" distribution.
 TEST(Manifest, ProblemListChangeIsDescribed) {
-  std::string g = kGood;
-  g.replace(g.find("problems: 1000"), 14, "problems: 1");
-  g.replace(g.find("distribution: lognormal"), 23,
-            "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024}");
-  std::string h = g;
-  h.replace(h.find("m: 7,"), 5, "m: 9,");
+  std::string g = edited(kGood, "problems: 1000", "problems: 1");
+  g = edited(g, "distribution: lognormal",
+             "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 7, n: 4096, k: 1024}");
+  std::string h = edited(g, "m: 7,", "m: 9,");
   auto a = manifest_fields(parse_manifest(g, "a.yaml")), b = manifest_fields(parse_manifest(h, "b.yaml"));
   EXPECT_EQ(a["sweep.shapes.distribution"], "problems");
   std::string d = describe_manifest_change(a, b);
@@ -466,8 +450,7 @@ TEST(Manifest, ScaledMmSchemaErrors) {
   EXPECT_EQ(errs[1], "m.yaml:16:14: sweep.out_dtype: only for op scaled_mm (sweep.ops has no scaled_mm)");
 
   // One family per manifest: the error names sweep.ops and both families' ops.
-  std::string mixed = kFp8;
-  mixed.replace(mixed.find("[scaled_mm]"), 11, "[mm, scaled_mm]");
+  std::string mixed = edited(kFp8, "[scaled_mm]", "[mm, scaled_mm]");
   errs = errors_of(mixed);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_EQ(errs[0],
@@ -475,32 +458,27 @@ TEST(Manifest, ScaledMmSchemaErrors) {
             "requests one family; split it into two manifests");
 
   // Dtypes: a GEMM dtype for scaled_mm, FP8 for a GEMM op, an unknown one.
-  std::string bad = kFp8;
-  bad.replace(bad.find("[float8_e4m3fn]"), 15, "[float8_e4m3fn, bfloat16]");
+  std::string bad = edited(kFp8, "[float8_e4m3fn]", "[float8_e4m3fn, bfloat16]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_EQ(errs[0], "m.yaml:8:27: sweep.dtypes[1]: 'bfloat16' is not an operand dtype of scaled_mm "
                      "(float8_e4m3fn; the output dtype is sweep.out_dtype)");
-  bad = kGood;
-  bad.replace(bad.find("[float16]"), 9, "[float8_e4m3fn]");
+  bad = edited(kGood, "[float16]", "[float8_e4m3fn]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_EQ(errs[0], "m.yaml:9:12: sweep.dtypes[0]: 'float8_e4m3fn' is an operand dtype of op scaled_mm only "
                      "(mm, bmm take float16, bfloat16, float32)");
-  bad = kFp8;
-  bad.replace(bad.find("[float8_e4m3fn]"), 15, "[float8_e5m2]");
+  bad = edited(kFp8, "[float8_e4m3fn]", "[float8_e5m2]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_NE(errs[0].find("m.yaml:8:12: sweep.dtypes[0]: 'float8_e5m2' is not one of"), std::string::npos) << errs[0];
 
   // Bad scale and out_dtype values.
-  bad = kFp8;
-  bad.replace(bad.find("[tensor, row]"), 13, "[tensor, column]");
+  bad = edited(kFp8, "[tensor, row]", "[tensor, column]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_EQ(errs[0], "m.yaml:9:20: sweep.scales[1]: 'column' is not one of row, tensor");
-  bad = kFp8;
-  bad.replace(bad.find("[tensor, row]"), 13, "[row, row]");
+  bad = edited(kFp8, "[tensor, row]", "[row, row]");
   errs = errors_of(bad);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_EQ(errs[0], "m.yaml:9:17: sweep.scales[1]: duplicate 'row'");
@@ -510,14 +488,13 @@ TEST(Manifest, ScaledMmSchemaErrors) {
                      "out_dtype bfloat16 only");
 
   // `problems` entries: N and K multiples of 16 (M free), scale within sweep.scales, wire rules.
-  std::string list = kFp8;
-  list.replace(list.find("scales: [tensor, row]"), 21, "scales: [row]");
-  list.replace(list.find("problems: 400"), 13, "problems: 3");
-  list.replace(list.find("distribution: lognormal"), 23,
-               "distribution: problems\n    list:\n"
-               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 1, n: 4104, k: 4100, scale: row}\n"
-               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096}\n"
-               "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096, scale: row, bias: row}\n");
+  std::string list = edited(kFp8, "scales: [tensor, row]", "scales: [row]");
+  list = edited(list, "problems: 400", "problems: 3");
+  list = edited(list, "distribution: lognormal",
+                "distribution: problems\n    list:\n"
+                "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 1, n: 4104, k: 4100, scale: row}\n"
+                "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096}\n"
+                "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 4096, k: 4096, scale: row, bias: row}\n");
   errs = errors_of(list);
   EXPECT_TRUE(has_error(errs, "m.yaml:16:56: sweep.shapes.list[0].n: 4104 is not a multiple of 16 (torch._scaled_mm "
                                "needs K and N multiples of 16)"))
@@ -529,10 +506,9 @@ TEST(Manifest, ScaledMmSchemaErrors) {
   EXPECT_EQ(errs.size(), 4u) << ::testing::PrintToString(errs);
 
   // A GEMM entry takes no scale (the wire rules).
-  std::string gemm = kGood;
-  gemm.replace(gemm.find("problems: 1000"), 14, "problems: 1");
-  gemm.replace(gemm.find("distribution: lognormal"), 23,
-               "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 8, n: 8, k: 8, scale: row}");
+  std::string gemm = edited(kGood, "problems: 1000", "problems: 1");
+  gemm = edited(gemm, "distribution: lognormal",
+                "distribution: problems\n    list:\n      - {op: mm, dtype: float16, m: 8, n: 8, k: 8, scale: row}");
   errs = errors_of(gemm);
   ASSERT_EQ(errs.size(), 1u) << ::testing::PrintToString(errs);
   EXPECT_NE(errs[0].find("sweep.shapes.list[0].scale: op mm takes scale none"), std::string::npos) << errs[0];
@@ -571,10 +547,9 @@ TEST(Expand, ScaledMmLognormal) {
     }
   }
   // The draws are the GEMM expansion's: the first shape is mm's first, rounded up to 16.
-  std::string mm = kFp8;
-  mm.replace(mm.find("[scaled_mm]"), 11, "[mm]");
-  mm.replace(mm.find("[float8_e4m3fn]"), 15, "[float16]");
-  mm.replace(mm.find("  scales: [tensor, row]\n"), 24, "");
+  std::string mm = edited(kFp8, "[scaled_mm]", "[mm]");
+  mm = edited(mm, "[float8_e4m3fn]", "[float16]");
+  mm = edited(mm, "  scales: [tensor, row]\n", "");
   auto gemm = expand_problems(parse_manifest(mm, "mm.yaml"));
   auto up16 = [](uint64_t d) { return d <= 16 ? 16 : (d + 15) / 16 * 16; };
   EXPECT_EQ(probs[0].m, up16(gemm[0].m));
@@ -596,15 +571,13 @@ TEST(Expand, ScaledMmLognormal) {
   auto f = manifest_fields(m);
   EXPECT_EQ(f.at("sweep.scales"), nlohmann::json({"tensor", "row"}));
   EXPECT_EQ(f.at("sweep.out_dtype"), "bfloat16");
-  std::string one = kFp8;
-  one.replace(one.find("[tensor, row]"), 13, "[row]");
+  std::string one = edited(kFp8, "[tensor, row]", "[row]");
   Manifest rows = parse_manifest(one, "m.yaml");
   EXPECT_NE(describe_manifest_change(f, manifest_fields(rows)).find("sweep.scales"), std::string::npos);
   for (const auto& p : expand_problems(rows)) EXPECT_EQ(p.scale, "row");
 
   // Default scale list; out_dtype stated.
-  std::string dflt = kFp8;
-  dflt.replace(dflt.find("  scales: [tensor, row]\n"), 24, "  out_dtype: bfloat16\n");
+  std::string dflt = edited(kFp8, "  scales: [tensor, row]\n", "  out_dtype: bfloat16\n");
   Manifest t = parse_manifest(dflt, "m.yaml");
   EXPECT_EQ(t.scales, std::vector<std::string>{"tensor"});
   auto tp = expand_problems(t);
@@ -616,9 +589,8 @@ TEST(Expand, ScaledMmLognormal) {
 }
 
 TEST(Expand, ScaledMmExplicitGridAndList) {
-  std::string g = kFp8;
-  g.replace(g.find("distribution: lognormal"), 23,
-            "distribution: explicit\n    shapes: [[1, 4100, 4095], [16, 4096, 4096], [8, 4096, 4096]]");
+  std::string g = edited(kFp8, "distribution: lognormal",
+                         "distribution: explicit\n    shapes: [[1, 4100, 4095], [16, 4096, 4096], [8, 4096, 4096]]");
   auto probs = expand_problems(parse_manifest(g, "m.yaml"));
   // Order: shape, op, dtype, scale; [8, ...] rounds to the second shape: dropped as a duplicate.
   ASSERT_EQ(probs.size(), 4u);
@@ -632,20 +604,18 @@ TEST(Expand, ScaledMmExplicitGridAndList) {
   EXPECT_EQ(probs[2].scale, "tensor");
   EXPECT_EQ(probs[3].scale, "row");
 
-  g = kFp8;
-  g.replace(g.find("distribution: lognormal"), 23, "distribution: grid\n    m: [16, 33]\n    n: [1024]\n    k: [4096]");
+  g = edited(kFp8, "distribution: lognormal", "distribution: grid\n    m: [16, 33]\n    n: [1024]\n    k: [4096]");
   probs = expand_problems(parse_manifest(g, "m.yaml"));
   ASSERT_EQ(probs.size(), 4u);
   EXPECT_EQ(probs[2].m, 48u);
   EXPECT_EQ(probs[3].scale, "row");
   for (const auto& p : probs) EXPECT_NO_THROW(diode::wire::validate(p, "problem"));
 
-  g = kFp8;
-  g.replace(g.find("problems: 400"), 13, "problems: 2");
-  g.replace(g.find("distribution: lognormal"), 23,
-            "distribution: problems\n    list:\n"
-            "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 1024, k: 4096, scale: row}\n"
-            "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 32, n: 1024, k: 4096}\n");
+  g = edited(kFp8, "problems: 400", "problems: 2");
+  g = edited(g, "distribution: lognormal",
+             "distribution: problems\n    list:\n"
+             "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 16, n: 1024, k: 4096, scale: row}\n"
+             "      - {op: scaled_mm, dtype: float8_e4m3fn, m: 32, n: 1024, k: 4096}\n");
   probs = expand_problems(parse_manifest(g, "m.yaml"));
   ASSERT_EQ(probs.size(), 2u);
   EXPECT_EQ(probs[0].scale, "row");

@@ -433,16 +433,17 @@ void push_all(const std::string& endpoint, const tk::Keys& keys, const Dataset& 
   }
 }
 
-// One shard: the hub sees each batch arrive at once (a check between two
-// shards of a batch would train on part of it).
-Dataset synthetic(uint64_t seed, int problems) {
+// Synthetic data in one shard: the hub sees each batch arrive at once (a check between
+// two shards of a batch would train on part of it).
+models::SynthOptions synth_options(uint64_t seed, int problems) {
   models::SynthOptions so;
   so.seed = seed;
   so.problems = problems;
   so.shards = 1;
   so.config_stride = 8;
-  return models::make_synthetic_dataset(so);
+  return so;
 }
+Dataset synthetic(uint64_t seed, int problems) { return models::make_synthetic_dataset(synth_options(seed, problems)); }
 
 // The value of one sample of /metrics (-1 if absent or unreachable).
 double metric(int port, const std::string& name) {
@@ -486,6 +487,14 @@ RetrainOptions scheduler_options(const std::string& dir, const std::string& data
   o.trainer = trainer;
   o.signing_keys = dir + "/signing";
   return o;
+}
+
+// The scheduler tests' setup below t: fresh signing keys in t/signing, the store's options for t/data.
+Store::Options scheduler_store(const TempDir& t) {
+  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
+  Store::Options so;
+  so.dir = t.path + "/data";
+  return so;
 }
 
 // Commits every shard of `sets` to `store` in one batch, as ingest does.
@@ -652,9 +661,7 @@ TEST(RetrainHub, JoinsSeedsIntoOneEnsemble) {
 // checks back off instead of retrying at once. The scheduler in-process.
 TEST(RetrainScheduler, FailedTrainingBacksOff) {
   TempDir t("fail");
-  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
-  Store::Options so;
-  so.dir = t.path + "/data";
+  const Store::Options so = scheduler_store(t);
   Store store(so);
   const Dataset d = synthetic(21, 8);
   commit_all(store, {&d});
@@ -688,16 +695,10 @@ TEST(RetrainScheduler, FailedTrainingBacksOff) {
 // next to its own and passed as --extra-data; a named hardware with no shards is left out.
 TEST(RetrainScheduler, OtherHardwareDataGoesToTheTrainerAsExtraData) {
   TempDir t("extra");
-  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
-  Store::Options so;
-  so.dir = t.path + "/data";
+  const Store::Options so = scheduler_store(t);
   Store store(so);
   const Dataset h100 = synthetic(31, 8);
-  models::SynthOptions xo;
-  xo.seed = 32;
-  xo.problems = 6;
-  xo.shards = 1;
-  xo.config_stride = 8;
+  models::SynthOptions xo = synth_options(32, 6);
   xo.device_name = "NVIDIA H200";
   xo.memory_bytes = 143771ull << 20;
   const Dataset h200 = models::make_synthetic_dataset(xo);
@@ -745,17 +746,11 @@ RetrainOptions real_trainer_options(const std::string& dir, const std::string& d
 // its own state; more FP8 data retrains only scaled_mm, gated against its own current model.
 TEST(RetrainScheduler, RetrainsEachFamilyIntoItsOwnRegistryPath) {
   TempDir t("families");
-  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
-  Store::Options so;
-  so.dir = t.path + "/data";
+  const Store::Options so = scheduler_store(t);
   Store store(so);
   const Dataset gemm = synthetic(41, 60);
-  models::SynthOptions fo;
+  models::SynthOptions fo = synth_options(42, 40);
   fo.family = "scaled_mm";
-  fo.seed = 42;
-  fo.problems = 40;
-  fo.shards = 1;
-  fo.config_stride = 8;
   const Dataset fp8 = models::make_synthetic_dataset(fo);
   ASSERT_EQ(fp8.hardware_key, gemm.hardware_key);
   const std::string hw = gemm.hardware_key;
@@ -812,9 +807,7 @@ TEST(RetrainScheduler, RetrainsEachFamilyIntoItsOwnRegistryPath) {
 // command (no --family), the plain registry path, a state file without "families".
 TEST(RetrainScheduler, GemmOnlyDataRetrainsAsBefore) {
   TempDir t("gemmonly");
-  bundle::keys_init(t.path + "/signing", {}, std::time(nullptr));
-  Store::Options so;
-  so.dir = t.path + "/data";
+  const Store::Options so = scheduler_store(t);
   Store store(so);
   const Dataset d = synthetic(51, 60);
   commit_all(store, {&d});

@@ -2,14 +2,13 @@
 against the committed example registry (tests/data/bundles/) served by a
 stdlib HTTP server on 127.0.0.1."""
 import hashlib
-import http.server
 import json
 import pathlib
 import shutil
-import threading
 
 import pytest
 
+from _native_fixtures import HttpHub, lib  # noqa: F401 (lib: a fixture)
 from torch_diode import native
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -19,54 +18,29 @@ HW = "nvidia-h100-80gb"
 ROOT_PUB = BUNDLES / "root.pub"
 
 
-@pytest.fixture(scope="module")
-def lib():
-    try:
-        return native.load_library()
-    except native.NativeClientUnavailable as e:
-        pytest.skip(f"libdiode_client.so is not built: {e}")
-
-
-class _Hub:
+class _Hub(HttpHub):
     """Serves a registry directory at /v1/models/{hw}/index and /v1/models/{hw}/{version}/{file}."""
 
     def __init__(self, registry):
         self.registry = pathlib.Path(registry)
         self.mutate = None  # (relative path, bytes) -> bytes
-        hub = self
+        super().__init__()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                parts = self.path.split("/")
-                if len(parts) == 5 and parts[:3] == ["", "v1", "models"] and parts[4] == "index":
-                    rel = f"{parts[3]}/index.json"
-                elif len(parts) == 6 and parts[:3] == ["", "v1", "models"]:
-                    rel = "/".join(parts[3:])
-                else:
-                    rel = None
-                path = hub.registry / rel if rel and ".." not in rel else None
-                if path is None or not path.is_file():
-                    self.send_error(404)
-                    return
-                body = path.read_bytes()
-                if hub.mutate:
-                    body = hub.mutate(rel, body)
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def body(self, request_path):
+        parts = request_path.split("/")
+        if len(parts) == 5 and parts[:3] == ["", "v1", "models"] and parts[4] == "index":
+            rel = f"{parts[3]}/index.json"
+        elif len(parts) == 6 and parts[:3] == ["", "v1", "models"]:
+            rel = "/".join(parts[3:])
+        else:
+            rel = None
+        path = self.registry / rel if rel and ".." not in rel else None
+        if path is None or not path.is_file():
+            return None
+        body = path.read_bytes()
+        if self.mutate:
+            body = self.mutate(rel, body)
+        return body
 
 
 @pytest.fixture

@@ -2,18 +2,16 @@
 from DIODE_MODEL_<FAMILY>, the hub / the cache of `diode pull --family`, and the bundles
 shipped in the package (torch_diode/bundles/<hw>/families/<family>/<version>/), verified
 by the native client. The bundles are signed here with throwaway keys by the C++ `diode`."""
-import http.server
 import json
 import logging
 import os
 import pathlib
 import shutil
-import threading
 
 import pytest
 
+from _native_fixtures import HttpHub, lib  # noqa: F401 (lib: a fixture)
 from model_tools import DIODE, run
-from torch_diode import native
 from torch_diode.hook import sources
 
 HW = "nvidia-h200-144gb"
@@ -28,14 +26,6 @@ def clean_env(monkeypatch, tmp_path):
     monkeypatch.setenv("DIODE_PACKAGE_MODELS", "0")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     sources._family_logged.clear()
-
-
-@pytest.fixture(scope="module")
-def lib():
-    try:
-        return native.load_library()
-    except native.NativeClientUnavailable as e:
-        pytest.skip(f"libdiode_client.so is not built: {e}")
 
 
 class FamilyRegistry:
@@ -66,40 +56,24 @@ def reg(tmp_path_factory):
     return FamilyRegistry(tmp_path_factory.mktemp("family_registry"))
 
 
-class StaticHub:
+class StaticHub(HttpHub):
     """Serves a registry as the hub does: /v1/models/<path>/index -> <path>/index.json,
     /v1/models/<path> -> <path> (GEMM and /families/<family>/ alike)."""
 
     def __init__(self, registry: pathlib.Path):
+        self.registry = registry
         self.requests: list[str] = []
-        hub = self
+        super().__init__()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                hub.requests.append(self.path)
-                rel = self.path.removeprefix("/v1/models/")
-                if rel.endswith("/index"):
-                    rel += ".json"
-                path = registry / rel
-                if rel == self.path or ".." in rel or not path.is_file():
-                    self.send_error(404)
-                    return
-                body = path.read_bytes()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def body(self, request_path):
+        self.requests.append(request_path)
+        rel = request_path.removeprefix("/v1/models/")
+        if rel.endswith("/index"):
+            rel += ".json"
+        path = self.registry / rel
+        if rel == request_path or ".." in rel or not path.is_file():
+            return None
+        return path.read_bytes()
 
 
 @pytest.fixture

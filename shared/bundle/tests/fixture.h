@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "diode/bundle/bundle.h"
+#include "diode/bundle/client.h"
 #include "diode/bundle/keystore.h"
 #include "diode/bundle/model_dir.h"
 #include "diode/bundle/registry.h"
@@ -85,6 +86,17 @@ struct World {
   PublicKey pinned() const { return root_pub(keys); }
   fs::path hw_dir() const { return registry / kHw; }
 };
+
+// Pulls kHw from `hub_url` into `w`'s cache, pinned to `w`'s root key, at `now` (0: the current time).
+inline PullOptions pull_options(const World& w, const std::string& hub_url, std::time_t now = 0) {
+  PullOptions o;
+  o.hub_url = hub_url;
+  o.hardware_key = kHw;
+  o.cache_dir = w.cache.string();
+  o.root_key = w.pinned();
+  o.now = now;
+  return o;
+}
 
 // Re-signs <hw>/<version>/bundle.json's signed part with `signers` and points a
 // fresh index (signed by the same keys, carrying `roots`) at it: what a holder
@@ -177,6 +189,13 @@ class Hub {
   httplib::Server srv_;
   int port_ = 0;
   std::thread thread_;
+};
+
+// A World with a Hub serving its registry; opts() pulls from that hub at the World's `now`.
+struct HubWorld : World {
+  using World::World;
+  Hub hub{registry};
+  PullOptions opts() const { return pull_options(*this, hub.url(), now); }
 };
 
 }  // namespace diode::bundle::testing

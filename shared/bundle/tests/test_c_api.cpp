@@ -84,11 +84,7 @@ TEST(Concurrency, ParallelPullsAndPublishesStayConsistent) {
   World w;
   w.publish_now();
   Hub hub(w.registry);
-  PullOptions o;
-  o.hub_url = hub.url();
-  o.hardware_key = kHw;
-  o.cache_dir = w.cache.string();
-  o.root_key = w.pinned();
+  const PullOptions o = pull_options(w, hub.url());
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   std::vector<uint64_t> published(4);

@@ -9,18 +9,8 @@ using namespace diode::bundle;
 using namespace diode::bundle::testing;
 
 namespace {
-struct ClientWorld : World {
-  using World::World;
-  Hub hub{registry};
-  PullOptions opts() const {
-    PullOptions o;
-    o.hub_url = hub.url();
-    o.hardware_key = kHw;
-    o.cache_dir = cache.string();
-    o.root_key = pinned();
-    o.now = now;
-    return o;
-  }
+struct ClientWorld : HubWorld {
+  using HubWorld::HubWorld;
   // Pulls and expects a VerifyError containing every needle, with the cache unchanged.
   void expect_rejected(const std::vector<std::string>& needles, PullOptions o) {
     const auto before = snapshot(cache);

@@ -160,12 +160,7 @@ TEST(Families, PullEachFamilyIntoItsOwnCachePlace) {
   w.publish_family();
   w.publish_family();  // scaled_mm version 2; gemm stays at 1
   Hub hub(w.registry);
-  PullOptions o;
-  o.hub_url = hub.url();
-  o.hardware_key = kHw;
-  o.cache_dir = w.cache.string();
-  o.root_key = w.pinned();
-  o.now = w.now;
+  PullOptions o = pull_options(w, hub.url(), w.now);
   const PullResult g = pull(o);
   EXPECT_EQ(fs::path(g.path), w.cache / kHw / "1");
   o.family = kFam;
@@ -206,13 +201,8 @@ TEST(Families, AnotherFamilysIndexOrBundleIsRefused) {
   FamilyWorld w;
   w.publish_now();
   Hub hub(w.registry);
-  PullOptions o;
-  o.hub_url = hub.url();
-  o.hardware_key = kHw;
+  PullOptions o = pull_options(w, hub.url(), w.now);
   o.family = kFam;
-  o.cache_dir = w.cache.string();
-  o.root_key = w.pinned();
-  o.now = w.now;
   // Nothing published for the family: the hub answers 404.
   EXPECT_THROW(pull(o), HttpError);
   // A hub that serves the GEMM index and bundle at the family's place: the signed

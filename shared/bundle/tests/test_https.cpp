@@ -80,11 +80,7 @@ TEST(Https, UntrustedCertificateRejectedTrustedAccepted) {
   w.publish_now();
   make_cert(w.tmp / "cert.pem", w.tmp / "key.pem");
   TlsHub hub(w.registry, w.tmp / "cert.pem", w.tmp / "key.pem");
-  PullOptions o;
-  o.hub_url = hub.url();
-  o.hardware_key = kHw;
-  o.cache_dir = w.cache.string();
-  o.root_key = w.pinned();
+  const PullOptions o = pull_options(w, hub.url());
   ::unsetenv("DIODE_CA_BUNDLE");
   try {
     pull(o);

@@ -11,18 +11,8 @@ using namespace diode::bundle;
 using namespace diode::bundle::testing;
 
 namespace {
-struct TrustWorld : World {
-  using World::World;
-  Hub hub{registry};
-  PullOptions opts() const {
-    PullOptions o;
-    o.hub_url = hub.url();
-    o.hardware_key = kHw;
-    o.cache_dir = cache.string();
-    o.root_key = pinned();
-    o.now = now;
-    return o;
-  }
+struct TrustWorld : HubWorld {
+  using HubWorld::HubWorld;
   std::vector<fs::path> quarantined() const {
     std::vector<fs::path> out;
     for (const auto& e : fs::directory_iterator(cache))
