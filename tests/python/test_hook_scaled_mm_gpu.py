@@ -58,3 +58,46 @@ def test_plain_compile_takes_the_scaled_mm_models_one_choice(tmp_path, monkeypat
         assert float((out - ref).norm() / ref.norm()) < 1e-2
     finally:
         torch_diode.uninstall()
+
+
+def test_plain_compile_uses_the_shipped_signed_scaled_mm_bundle(monkeypatch):
+    """Zero configuration on an H200: `import torch_diode` finds the package's signed
+    scaled_mm bundle for nvidia-h200-144gb, verifies it with the native client against the
+    shipped root key, and plain torch.compile takes its one choice for each FP8 GEMM."""
+    import pathlib
+
+    import torch_diode
+    from torch._dynamo.utils import counters
+    from torch._inductor import config
+    from torch_diode import native
+    try:
+        native.load_library()
+    except native.NativeClientUnavailable as e:
+        pytest.skip(f"the shipped bundle is verified by libdiode_client.so: {e}")
+    for var in ("DIODE_MODEL", "DIODE_MODEL_SCALED_MM", "DIODE_HUB_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(config, "force_disable_caches", True)
+    torch_diode.uninstall()
+    try:
+        torch_diode.install(mode="predict", zero_config=True)
+        st = torch_diode.get_prediction_stats()
+        fam = (st.get("family_models") or {}).get("scaled_mm")
+        if fam is None or fam.get("hardware_key") != "nvidia-h200-144gb":
+            pytest.skip(f"no shipped scaled_mm bundle for this GPU ({torch.cuda.get_device_name()}): {fam}")
+        shipped = pathlib.Path(torch_diode.__file__).parent / "bundles" / "nvidia-h200-144gb" / "families" / "scaled_mm"
+        assert pathlib.Path(fam["path"]).resolve().parent == shipped.resolve(), fam
+        for scale in ("tensor", "row"):
+            args = fp8_operands(64, 4096, 4096, scale)
+            ref = f(*args).float()
+            torch._dynamo.reset()
+            counters.clear()
+            with torch_diode.profile_predictions() as recs:
+                out = torch.compile(f)(*args).float()
+            scaled = [r for r in recs if r.op == "scaled_mm"]
+            assert scaled and all(r.outcome == "model" for r in scaled), \
+                [(r.outcome, r.predicted, r.error) for r in scaled]
+            assert counters["inductor"]["select_algorithm_autotune"] == 0
+            assert float((out - ref).norm() / ref.norm()) < 1e-2
+            print(f"shipped scaled_mm bundle {fam['path']}: {scale} scales -> {scaled[0].predicted}")
+    finally:
+        torch_diode.uninstall()
