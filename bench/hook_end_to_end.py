@@ -161,7 +161,7 @@ WORKLOADS = {
                    "layer": "ViT-B/16 mlp.fc1 + bias, batch 8 (8 x 197 tokens)"},
     "vit_qkv_b8": {"kind": "gemm", "op": "addmm", "m": 1576, "n": 2304, "k": 768, "dtype": "fp16",
                    "layer": "ViT-B/16 attn.qkv + bias, batch 8"},
-    # since session 28: a decode linear with bias (predict mode's GEMV reduction covers addmm)
+    # a decode linear with bias (predict mode's GEMV reduction covers addmm)
     "phi2_fc1_m1": {"kind": "gemm", "op": "addmm", "m": 1, "n": 10240, "k": 2560, "dtype": "fp16",
                     "layer": "Phi-2 mlp.fc1 + bias, decode M=1"},
     # small models

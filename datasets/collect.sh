@@ -21,7 +21,7 @@ spec=$D/spec.json
 # timing.model_top (collector 2.6.0): a newly drawn spec also times the N configs that the
 # package's shipped model for this GPU predicts fastest as static kernels, so the model's
 # likely picks get a record of the kernel Inductor compiles (docs/collector.md). On by
-# default (N = 10) since session 18: on the H200 it took H200 version 3's test top-1 from
+# default (N = 10) because on the H200 it took H200 version 3's test top-1 from
 # 1.039 to 1.030 on the same 105 problems, at no collection cost that stood out of the mix's
 # spread (datasets/README). DIODE_MODEL_TOP=N sets N, 0 turns it off. Where the package
 # ships no model for the GPU the default draws the spec without it (and says so); an

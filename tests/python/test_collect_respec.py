@@ -116,7 +116,7 @@ def test_parts_are_disjoint_and_cover_every_stale_problem(tmp_path, data):
 
 def test_since_keeps_the_band_between_since_and_before(tmp_path, data):
     # the fixture's versions are 2.0.0, 2.1.0 and 2.5.0: --since 2.1.0 --before 2.5.0 is the 2.1.0
-    # band, disjoint from --before 2.1.0, and the two together are --before 2.5.0 (session 16's split)
+    # band, disjoint from --before 2.1.0, and the two together are --before 2.5.0 (the H100 re-collection's split)
     oldest = respec.stale_problems(str(data), (2, 1, 0))
     band = respec.stale_problems(str(data), (2, 5, 0), since=(2, 1, 0))
     assert oldest and band and not set(oldest) & set(band)

@@ -1,8 +1,8 @@
 """datasets/collect.sh on CPU: the collector is replaced by a stub (DIODE_COLLECTOR) that
 writes a part the way the real one does (sidecar, then the part, after every problem), so
 what the script brings back to $OUT can be checked, including when the device call that
-runs it is killed at its time limit (session 12: a killed call left 35 problems only on
-the machine)."""
+runs it is killed at its time limit (a killed call once left 35 problems only on the
+machine)."""
 import json
 import os
 import pathlib

@@ -36,8 +36,8 @@ def test_parts_get_the_committed_names_and_bytes(tmp_path, capsys):
     for c in COMMITTED:
         written = out / c.parent.name / c.name      # the H200 part lands in the H200 folder
         assert gzip.decompress(written.read_bytes()) == gzip.decompress(c.read_bytes())
-    # the H100 files of session 13 were written by this same compression (zlib level 9, mtime
-    # 0): byte-identical; session 12's H200 file came from GNU `gzip -9n`, whose deflate differs
+    # the two H100 files (2026-11-26, collect_gpus.sh) were written by this same compression (zlib level 9, mtime
+    # 0): byte-identical; the H200 file (2026-11-26) came from GNU `gzip -9n`, whose deflate differs
     for c in COMMITTED[:2]:
         assert (out / c.parent.name / c.name).read_bytes() == c.read_bytes()
     text = capsys.readouterr().out

@@ -466,7 +466,7 @@ def test_release_script_gate_kept_prints_both_models_share_of_compiled_picks(tmp
     """When the gate keeps the shipped model, the script prints, for the candidate and the
     shipped model, how many of their top 10 picks the test records time as compiled
     (bench/static_pick_split.py), since a re-collection with one model's picks favours it.
-    Session 19's release printed empty lines there: the script ran a python3 without torch
+    One release (2026-11-27) printed empty lines there: the script ran a python3 without torch
     and silenced the error. A failing script is now named, with its error file."""
     if not DIODE.exists() or shutil.which("mpirun") is None:
         pytest.skip("needs the C++ build (diode) and mpirun")

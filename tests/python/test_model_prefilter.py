@@ -1,5 +1,5 @@
 """An ensemble's pre-filter (model.json architecture.prefilter, the pre-filter contract of
-session 25): strict parsing and the `prefilter.` tensors, prefilter_scores, the set P (the
+docs/model-format.md): strict parsing and the `prefilter.` tensors, prefilter_scores, the set P (the
 pre-filter's `keep` best and every ATen config) scored as the ensemble scores that list and
 everything else float32(q + PREFILTER_OFFSET), Ranker equal to ReferenceRanker with the
 prediction cache, and the C++ golden."""
