@@ -185,3 +185,52 @@ def test_decode_steps_stay_at_their_position():
         seen.add(int(cache.get_seq_length()))
     assert seen == {zoo.DECODE_PAST + 1}, seen
     assert torch.equal(second, again)   # the same step, the same answer
+
+
+def test_decode_reference_is_the_steady_step():
+    # a decode step's first eager call ran before the static cache's layers were initialised
+    # (transformers 5.24: query offset 0, the token attended to slot 0 alone); the reference
+    # must be the step every later (compiled, timed) call computes
+    import torch
+    pytest.importorskip("transformers")
+    model, cfg = zoo.build_model("qwen2_5_1_5b", 1, torch.bfloat16, "cpu", True)
+    e = next(x for x in zoo.entries("qwen2_5_1_5b", True) if x["kind"] == "decode")
+    fn, args, ref = zoo.eager_reference(model, cfg, "qwen2_5_1_5b", e, torch.bfloat16, "cpu")
+    with torch.no_grad():
+        assert torch.equal(ref, fn(*args).float())
+
+
+def test_fp8_check_judges_against_the_unquantised_model():
+    import torch
+    g = torch.Generator().manual_seed(0)
+    hp = torch.randn(64, 256, generator=g)
+    ref = hp + 0.13 * torch.randn(hp.shape, generator=g)   # eager FP8: 0.13 off the bfloat16 model
+    out = hp + 0.13 * torch.randn(hp.shape, generator=g)   # compiled: other roundings, as far off
+    tol = zoo.TOLERANCE["fp8"]
+    assert zoo.rel_l2(out, ref) > tol                       # the old check failed it
+    ok = zoo.fp8_check(out, ref, hp, tol)
+    assert ok["correct"] is True and ok["rel_err_bf16"] <= ok["eager_rel_err_bf16"] * (1 + tol)
+    assert zoo.fp8_check(ref + 0.01 * hp, ref, hp, tol)["correct"] is True   # close to eager FP8: as before
+    wrong_scale = 2 * out
+    transposed = out.flip(0)
+    for bad in (wrong_scale, transposed, torch.zeros_like(out)):
+        assert zoo.fp8_check(bad, ref, hp, tol)["correct"] is False
+
+
+def test_tiny_cpu_fp8_run_reports_the_bf16_reference(tmp_path):
+    pytest.importorskip("transformers")
+    why = _scaled_mm_on_cpu()
+    if why:
+        pytest.skip(why)
+    out = tmp_path / "z"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "models.py"), "run", "--tiny", "--device", "cpu",
+                        "--models", "llama3_8b", "--only", "decode_b1", "--fp8", "--modes", "eager,plain",
+                        "--jobs", "1", "--reps", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((out / "results.json").read_text())["results"]
+    e = next(x for x in res if x["mode"] == "plain")["entries"][0]
+    assert "error" not in e, e
+    assert 0 < e["eager_rel_err_bf16"] < 0.5 and e["rel_err_bf16"] <= e["eager_rel_err_bf16"] * 1.1
+    assert e["correct"] is True and e["rel_err"] < zoo.TOLERANCE["fp8"]
