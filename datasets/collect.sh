@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Grow a dataset on the GPU machine: the dataset mix (torch_diode.collect.sample --mix
+# A development tool: new datasets come through the fleet (bench/fleet_gpu.sh with a
+# manifest; datasets/README.md). Grow a dataset on the GPU machine without it: the dataset mix (torch_diode.collect.sample --mix
 # $4, default dataset: nn.Linear layouts, decode M 1-16, attention bmm, a tenth fp32 with
 # TF32; dataset2 adds the layer shapes of common models, more M = 1, batches up to 128) of
 # seed $1, $2 problems, collected by engine v2 for at most $3 seconds, resuming after the
