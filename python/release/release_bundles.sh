@@ -33,12 +33,12 @@
 # (its model.json names the family and the hardware key): `diode publish` puts it in
 # REGISTRY/KEY/families/FAMILY/N, `diode verify --family FAMILY` checks it, and it replaces
 # the package's bundles/KEY/families/FAMILY/. A GEMM release keeps the shipped families/.
-# Its ATen margin is chosen before, as step 2b does for GEMM (the replay ranks with the
-# family's own features and problems):
-#   diode validate --model DIR --dataset datasets/KEY --family FAMILY --list-split validation --json > v.json
-#   python/release/choose_aten_margin.py --model DIR --dataset datasets/KEY --split-list v.json
-# A family model without model.json `selection` is published with a warning (the hook then
-# uses its default margin).
+# Its ATen margin: a model.json with `selection` keeps it; otherwise it is chosen here as
+# step 2b does for GEMM, on the family's validation split of --datasets' KEY folder, in a
+# copy of DIR (WORK/families/KEY/FAMILY/model; DIR is not written): a model for which no
+# margin meets the bound is not published ("aten margin" in the summary). Where that folder
+# holds no record of the family the model is published without one, with a warning (the
+# hook then uses its default margin).
 #
 # A hardware whose training, validation or publication fails keeps what the package
 # shipped before (untouched) and the script exits 1 after the summary: a partial release
@@ -255,8 +255,19 @@ publish_family_and_ship() {
 if m.get("family", "gemm") != sys.argv[2]: sys.exit("model.json is of family %s, not %s" % (m.get("family", "gemm"), sys.argv[2]))' \
         "$dir/model.json" "$family") || return 1
   fdir="$shipped/$fhw/families/$family"
-  "$py" -c 'import json, sys; sys.exit("selection" not in json.load(open(sys.argv[1])))' "$dir/model.json" ||
-    echo "release_bundles: warning: $dir/model.json has no selection (ATen margin): choose it first (see the header)" >&2
+  if ! "$py" -c 'import json, sys; sys.exit("selection" not in json.load(open(sys.argv[1])))' "$dir/model.json"; then
+    local fw="$work/families/$fhw/$family"
+    mkdir -p "$fw"
+    if "$diode" validate --dataset "$datasets/$fhw" --family "$family" --list-split validation --json \
+         > "$fw/split.json" 2> "$fw/split.err"; then
+      rm -rf "$fw/model" && cp -r "$dir" "$fw/model" && dir="$fw/model"
+      run "$py" "$repo/python/release/choose_aten_margin.py" --model "$dir" --dataset "$datasets/$fhw" \
+        --split-list "$fw/split.json" >&2 || { echo "release_bundles: $family: no ATen margin meets the bound" >&2; return 2; }
+    else
+      echo "release_bundles: warning: $dir/model.json has no selection (ATen margin) and $datasets/$fhw has" \
+           "no $family validation split to choose one on ($(head -c 300 "$fw/split.err")): published without" >&2
+    fi
+  fi
   # Versions keep growing: a registry below the shipped version gets a copy of it first.
   prev=$(newest_version "$fdir")
   top=$(newest_version "$registry/$fhw/families/$family")
@@ -450,7 +461,8 @@ done
 for fm in "${family_models[@]}"; do
   family=${fm%%=*} dir=${fm#*=}
   echo "== $family ($dir)" >&2
-  publish_family_and_ship "$family" "$dir" || failed+=("$family $dir (publish)")
+  rc=0; publish_family_and_ship "$family" "$dir" || rc=$?
+  case $rc in 0) ;; 2) failed+=("$family $dir (aten margin)") ;; *) failed+=("$family $dir (publish)") ;; esac
 done
 ((dry)) && exit 0
 cp "$keys/root.pub" "$shipped/root.pub"

@@ -88,14 +88,19 @@ def test_release_script_signs_and_ships_a_family_model(lib, reg, capsys, tmp_pat
     for f in ("bundle.json", "roots.json", "model.json", "weights.msgpack"):  # a shipped GEMM bundle stays
         (shipped / HW / "1" / f).write_bytes((reg.registry / HW / "1" / f).read_bytes())
 
-    def release(registry):
+    nodata = tmp_path / "nodata"
+    nodata.mkdir()
+
+    def release(registry, datasets=nodata, model=reg.fam_model):
         return subprocess.run(["bash", str(script), "--keys", str(reg.keys), "--registry", str(registry),
                                "--build", str(BUILD), "--work", str(tmp_path / "work"), "--shipped", str(shipped),
-                               "--no-gemm", "--family-model", f"{FAM}={reg.fam_model}"],
-                              capture_output=True, text=True, timeout=120)
+                               "--datasets", str(datasets), "--no-gemm", "--family-model", f"{FAM}={model}"],
+                              capture_output=True, text=True, timeout=300)
 
     r = release(tmp_path / "reg1")
     assert r.returncode == 0, r.stderr
+    # no data of the family to choose its ATen margin on: published without one, said so
+    assert "has no selection (ATen margin)" in r.stderr and "published without" in r.stderr, r.stderr
     fam = shipped / HW / "families" / FAM
     assert sorted(p.name for p in fam.iterdir()) == ["1"]
     assert (fam / "1" / "weights.msgpack").read_bytes() == (reg.fam_model / "weights.msgpack").read_bytes()
@@ -108,6 +113,37 @@ def test_release_script_signs_and_ships_a_family_model(lib, reg, capsys, tmp_pat
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in fam.iterdir()) == ["2"]
     assert (tmp_path / "reg2" / HW / "families" / FAM / "1" / "bundle.json").is_file()
+
+    # With the family's measured data: the margin is chosen on its validation split in a copy of
+    # the model. The example model ranks at random, so no margin keeps the worst validation FP8
+    # GEMM within 1.10x cuBLASLt: not published, the shipped version stays, the model untouched.
+    fp8 = tmp_path / "fp8data" / HW
+    fp8.mkdir(parents=True)
+    for f in (pathlib.Path(__file__).resolve().parents[2] / "datasets" / HW).glob("*fp8*.msgpack.gz"):
+        (fp8 / f.name).symlink_to(f)
+    before = (reg.fam_model / "model.json").read_bytes()
+    r = release(tmp_path / "reg2", datasets=fp8.parent)
+    assert r.returncode == 1 and f"FAILED: {FAM} {reg.fam_model} (aten margin)" in r.stderr, r.stderr
+    assert "no margin of" in r.stderr
+    assert sorted(p.name for p in fam.iterdir()) == ["2"]
+    assert (reg.fam_model / "model.json").read_bytes() == before
+    # The shipped FP8 model without its selection: chosen again (margin 0 on 37 problems), signed.
+    import json
+    import shutil
+    shipped_fp8 = pathlib.Path(__file__).resolve().parents[2] / "python" / "torch_diode" / "bundles" / HW / "families" / FAM
+    src = max(shipped_fp8.iterdir(), key=lambda d: int(d.name))
+    mine = tmp_path / "fp8-model"
+    mine.mkdir()
+    shutil.copy(src / "weights.msgpack", mine / "weights.msgpack")
+    mj = json.loads((src / "model.json").read_text())
+    want = mj.pop("selection")
+    (mine / "model.json").write_text(json.dumps(mj))
+    r = release(tmp_path / "reg2", datasets=fp8.parent, model=mine)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in fam.iterdir()) == ["3"]
+    got = json.loads((fam / "3" / "model.json").read_text())["selection"]
+    assert got["aten_margin"] == want["aten_margin"] and got["problems"] == want["problems"], (got, want)
+    assert "selection" not in json.loads((mine / "model.json").read_text())   # the given directory is not written
 
     bad = subprocess.run(["bash", str(script), "--keys", str(reg.keys), "--no-gemm"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--no-gemm ships nothing without --family-model" in bad.stderr
