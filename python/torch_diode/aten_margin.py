@@ -24,7 +24,7 @@ from .collect.engine import FLAG_DEFAULT as DEFAULT_FLAG  # in Inductor's DEFAUL
 from .collect.respec import problem_key, read_split_list, version_of  # noqa: F401  (re-exported)
 from .dataset import load_dataset
 from .hook.ranking import ATEN_RULES, Options, config_key, model_family, ranker_for_model
-from .hook.protocols import Ranker as RankerProtocol  # noqa: F401  (member_gaps takes either ranker)
+from .hook.protocols import Ranker  # the GEMM Ranker and a family's FamilyRanker alike
 from .wire import family_of
 from .summary_stats import geomean, p90
 
@@ -100,7 +100,7 @@ def predict_time(row: dict, margin: float, rule: str = "mean") -> float:
     return row["triton"] if predict_picks_triton(row, margin, rule) else row["aten"]
 
 
-def member_gaps(ranker: "RankerProtocol", problem, triton_config, aten_config) -> list[float]:
+def member_gaps(ranker: Ranker, problem, triton_config, aten_config) -> list[float]:
     """Each ensemble member's own gap, its predicted log time of ATen minus that of
     `triton_config` (member 0 first; one value for a single model): the hook's own
     Ranker.member_gaps, which its every_member rule reads."""
