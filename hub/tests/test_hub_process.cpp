@@ -594,7 +594,7 @@ TEST(HubProcess, HttpSlowClientsDoNotStarveHealthz) {
 // /healthz is served again.
 TEST(HubProcess, HttpConnectionCountIsBounded) {
   HubFixture f("connlimit", 4,
-               {"--http-threads", "4", "--http-header-timeout-ms", "2000", "--http-request-timeout-s", "5"});
+               {"--http-threads", "4", "--http-header-timeout-ms", "2000", "--http-request-timeout-s", "3"});
   f.start();
   const int port = f.hub->http_port();
   std::vector<std::unique_ptr<RawHttp>> silent;
@@ -607,35 +607,23 @@ TEST(HubProcess, HttpConnectionCountIsBounded) {
     EXPECT_EQ(RawHttp::status(r), 200) << "silent connections held the workers: " << r;
   }
   std::vector<std::unique_ptr<RawHttp>> stuck;
-  int busy = 0;  // 503s this test was answered (the hub's http_busy counter must agree)
   for (int i = 0; i < 4; ++i) {
     stuck.push_back(std::make_unique<RawHttp>(port));
     stuck.back()->send("POST /v1/contributions HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer " + f.token +
                        "\r\nContent-Length: 1000\r\n\r\n");
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
   {
-    // The stuck requests take their workers once the hub has read their heads: under a
-    // loaded machine (ASan, parallel tests) that can take longer than a fixed sleep, so
-    // ask until the workers are all held, well before the stuck requests' 5 s deadline;
-    // from then on a request is refused at once.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(3500);
-    std::string r;
-    double took = 0;
-    do {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      const auto t0 = std::chrono::steady_clock::now();
-      RawHttp c(port);
-      c.send("GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n");
-      r = c.read_until_close(1500);
-      took = seconds_since(t0);
-    } while (RawHttp::status(r) == 200 && std::chrono::steady_clock::now() < give_up);
+    RawHttp c(port);
+    c.send("GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n");
+    std::string r = c.read_until_close(1500);
     EXPECT_EQ(RawHttp::status(r), 503) << r;
     EXPECT_NE(r.find("busy"), std::string::npos) << r;
-    EXPECT_LT(took, 1.0);
-    busy += RawHttp::status(r) == 503;
+    EXPECT_LT(seconds_since(t0), 1.0);
   }
   for (auto& s : stuck) {
-    s->read_until_close(7000);
+    s->read_until_close(5000);
     EXPECT_TRUE(s->closed()) << "a stuck request outlived its request deadline";
   }
   stuck.clear();  // the hub drains an unread body until the client closes (linger_ms)
@@ -643,21 +631,12 @@ TEST(HubProcess, HttpConnectionCountIsBounded) {
     s->read_until_close(4000);
     EXPECT_TRUE(s->closed()) << "a silent connection outlived its header deadline";
   }
-  // The workers come back once the drains end (a loaded machine may take a moment more).
   httplib::Client http("127.0.0.1", port);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   auto r = http.Get("/healthz");
-  while (r && r->status == 503 && std::chrono::steady_clock::now() < give_up) {
-    ++busy;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    r = http.Get("/healthz");
-  }
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   auto m = http.Get("/metrics");
-  ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("diode_hub_rejects_total{reason=\"http_busy\"} " + std::to_string(busy) + "\n"), std::string::npos)
-      << busy << "\n" << m->body;
+  EXPECT_NE(m->body.find("diode_hub_rejects_total{reason=\"http_busy\"} 1"), std::string::npos) << m->body;
 }
 
 // Issue 16, item 5, against the running hub: an allowlisted agent pushes
