@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from _native_fixtures import lib  # noqa: F401 (a fixture)
 from test_native_client import HW, REGISTRY, ROOT_PUB, _Hub, copy_with_tampered_weights
 from torch_diode import cli, native
 from torch_diode.hook import detect, sources
@@ -25,14 +26,6 @@ def clean_env(monkeypatch, tmp_path):
         if k.startswith("DIODE_"):
             monkeypatch.delenv(k)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-
-
-@pytest.fixture(scope="module")
-def lib():
-    try:
-        return native.load_library()
-    except native.NativeClientUnavailable as e:
-        pytest.skip(f"libdiode_client.so is not built: {e}")
 
 
 def run(capsys, *argv):

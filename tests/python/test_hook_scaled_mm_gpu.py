@@ -30,6 +30,19 @@ def f(a, b, sa, sb):
     return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 
+def compile_and_record(args):
+    """(eager output, compiled output, the hook's scaled_mm records, all its records) of one
+    fresh plain torch.compile of f, with Inductor's counters cleared before it."""
+    import torch_diode
+    from torch._dynamo.utils import counters
+    ref = f(*args).float()
+    torch._dynamo.reset()
+    counters.clear()
+    with torch_diode.profile_predictions() as recs:
+        out = torch.compile(f)(*args).float()
+    return ref, out, [r for r in recs if r.op == "scaled_mm"], recs
+
+
 @pytest.mark.parametrize("scale", ["tensor", "row"])
 def test_plain_compile_takes_the_scaled_mm_models_one_choice(tmp_path, monkeypatch, scale):
     import torch_diode
@@ -43,13 +56,7 @@ def test_plain_compile_takes_the_scaled_mm_models_one_choice(tmp_path, monkeypat
         torch_diode.install(mode="predict", zero_config=True)
         st = torch_diode.get_prediction_stats()
         assert st["family_models"]["scaled_mm"]["path"] == os.path.abspath(d)
-        args = fp8_operands(256, 512, 1024, scale)
-        ref = f(*args).float()
-        torch._dynamo.reset()
-        counters.clear()
-        with torch_diode.profile_predictions() as recs:
-            out = torch.compile(f)(*args).float()
-        scaled = [r for r in recs if r.op == "scaled_mm"]
+        ref, out, scaled, recs = compile_and_record(fp8_operands(256, 512, 1024, scale))
         assert scaled, [(r.op, r.outcome) for r in recs]
         assert all(r.outcome == "model" and r.predicted in ("aten", "triton") for r in scaled), \
             [(r.outcome, r.predicted, r.error) for r in scaled]
@@ -87,13 +94,7 @@ def test_plain_compile_uses_the_shipped_signed_scaled_mm_bundle(monkeypatch):
         shipped = pathlib.Path(torch_diode.__file__).parent / "bundles" / "nvidia-h200-144gb" / "families" / "scaled_mm"
         assert pathlib.Path(fam["path"]).resolve().parent == shipped.resolve(), fam
         for scale in ("tensor", "row"):
-            args = fp8_operands(64, 4096, 4096, scale)
-            ref = f(*args).float()
-            torch._dynamo.reset()
-            counters.clear()
-            with torch_diode.profile_predictions() as recs:
-                out = torch.compile(f)(*args).float()
-            scaled = [r for r in recs if r.op == "scaled_mm"]
+            ref, out, scaled, _ = compile_and_record(fp8_operands(64, 4096, 4096, scale))
             assert scaled and all(r.outcome == "model" for r in scaled), \
                 [(r.outcome, r.predicted, r.error) for r in scaled]
             assert counters["inductor"]["select_algorithm_autotune"] == 0
