@@ -392,16 +392,24 @@ class GuardedServer final : public httplib::Server {
       }
       tl_stream = nullptr;
       if (strm.timed_out()) metrics_.reject("http_timeout");
-      ::shutdown(sock, SHUT_WR);
       // A body we refused unread may still be arriving: closing now would reset
       // the connection and the client might never read our answer. Drain it,
-      // discarding, for a bounded time.
-      if (strm.body_pending()) linger(sock);
+      // discarding, for a bounded time; the worker stays held meanwhile.
+      if (strm.body_pending()) {
+        ::shutdown(sock, SHUT_WR);
+        linger(sock);
+      }
     }
     (void)ok;
-    ::close(sock);
+    // Give the worker back before the client can see the end of the answer:
+    // a client that reads to the close and at once sends its next request
+    // must find this worker free, not be refused as busy because this thread
+    // was preempted between its last byte and its bookkeeping. Nothing after
+    // this point blocks.
     active_.fetch_sub(1);
     open_.fetch_sub(1);
+    ::shutdown(sock, SHUT_WR);
+    ::close(sock);
   }
 
   void linger(int sock) {
