@@ -53,6 +53,14 @@ struct MethodStats {
   std::map<std::string, OkRecords> by_collector;
   std::map<std::string, uint64_t> collectors;  // shards per collector
   std::vector<double> wall_s;                   // one per problem with a recorded wall time
+  // Shards with at least two wall times: the first problem's (it pays the
+  // collector's start-up: imports, compile pools, first lowering) and the others'.
+  std::vector<double> first_wall_s, other_wall_s;
+  static double median_of(std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
   nlohmann::json quality_json() const {
     nlohmann::json q = nlohmann::json::object();
     for (const auto& [c, n] : by_collector)
@@ -64,13 +72,12 @@ struct MethodStats {
     return q;
   }
   nlohmann::json to_json() {
-    std::sort(wall_s.begin(), wall_s.end());
     double total = 0;
     for (double w : wall_s) total += w;
     const size_t n = wall_s.size();
     uint64_t ok = 0, wide_spread = 0, static_shape = 0;
     for (const auto& [c, q] : by_collector) ok += q.ok, wide_spread += q.wide_spread, static_shape += q.static_shape;
-    const double median = n == 0 ? 0.0 : n % 2 ? wall_s[n / 2] : (wall_s[n / 2 - 1] + wall_s[n / 2]) / 2;
+    const double median = median_of(wall_s);
     return {{"shards", shards},
             {"records", records},
             {"collectors", collectors},
@@ -80,7 +87,10 @@ struct MethodStats {
             {"ok_records_by_collector", quality_json()},
             {"problems_with_wall_time", n},
             {"wall_s_total", total},
-            {"wall_s_median_per_problem", median}};
+            {"wall_s_median_per_problem", median},
+            {"shards_with_first_problem_wall", first_wall_s.size()},
+            {"wall_s_median_first_problem", median_of(first_wall_s)},
+            {"wall_s_median_other_problems", median_of(other_wall_s)}};
   }
 };
 
@@ -136,6 +146,10 @@ nlohmann::json dataset_stats(const Dataset& d, const std::vector<std::string>& s
     ms.records += s.records.size();
     ms.collectors[or_unrecorded(s.method.collector)]++;
     ms.wall_s.insert(ms.wall_s.end(), s.problem_wall_s.begin(), s.problem_wall_s.end());
+    if (s.problem_wall_s.size() >= 2) {
+      ms.first_wall_s.push_back(s.problem_wall_s.front());
+      ms.other_wall_s.insert(ms.other_wall_s.end(), s.problem_wall_s.begin() + 1, s.problem_wall_s.end());
+    }
     auto& q = ms.by_collector[or_unrecorded(s.method.collector)];
     // problem index -> (fastest ok Triton median, whether that record is static, any static)
     struct BestTriton {
@@ -308,6 +322,13 @@ std::string render_stats(const nlohmann::json& j) {
         char buf[96];
         std::snprintf(buf, sizeof(buf), " wall %.3f s total, median %.3f s per problem",
                       m["wall_s_total"].get<double>(), m["wall_s_median_per_problem"].get<double>());
+        o << buf;
+      }
+      if (m.value("shards_with_first_problem_wall", uint64_t{0}) > 0) {  // absent from an older hub's stats
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "; first problem of a shard median %.3f s, the others median %.3f s (%llu shards)",
+                      m["wall_s_median_first_problem"].get<double>(), m["wall_s_median_other_problems"].get<double>(),
+                      static_cast<unsigned long long>(m["shards_with_first_problem_wall"].get<uint64_t>()));
         o << buf;
       }
       if (m.contains("ok_records_by_collector")) {  // absent from an older hub's stats

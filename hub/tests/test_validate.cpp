@@ -156,6 +156,11 @@ TEST(Stats, PerTimingMethodWallTime) {
   EXPECT_EQ(ev["problems_with_wall_time"], 5);
   EXPECT_DOUBLE_EQ(ev["wall_s_total"].get<double>(), 16.0);
   EXPECT_DOUBLE_EQ(ev["wall_s_median_per_problem"].get<double>(), 3.0);
+  // The first problem of each shard (1 and 3 s) apart from the others (2, 6, 4 s):
+  // what a shard's collector start-up costs.
+  EXPECT_EQ(ev["shards_with_first_problem_wall"], 2);
+  EXPECT_DOUBLE_EQ(ev["wall_s_median_first_problem"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(ev["wall_s_median_other_problems"].get<double>(), 4.0);
   EXPECT_EQ(ev["collectors"]["torch_diode.collect 2.0.0"], 1);
   EXPECT_EQ(ev["collectors"]["torch_diode.collect 2.1.0"], 1);
   const auto& graph = m["cuda-graph-replay"];
@@ -172,7 +177,8 @@ TEST(Stats, PerTimingMethodWallTime) {
   const std::string text = render_stats(j);
   EXPECT_NE(text.find("timing methods\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  cuda-events+spin+cold-l2: shards=2 records=50 problems with wall time=5 wall 16.000 s total, "
-                      "median 3.000 s per problem\n"),
+                      "median 3.000 s per problem; first problem of a shard median 2.000 s, the others median "
+                      "4.000 s (2 shards)\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  unrecorded: shards=1 records=5 problems with wall time=0\n"), std::string::npos) << text;
