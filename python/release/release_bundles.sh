@@ -258,15 +258,10 @@ if m.get("family", "gemm") != sys.argv[2]: sys.exit("model.json is of family %s,
   if ! "$py" -c 'import json, sys; sys.exit("selection" not in json.load(open(sys.argv[1])))' "$dir/model.json"; then
     local fw="$work/families/$fhw/$family"
     mkdir -p "$fw"
-    if "$diode" validate --dataset "$datasets/$fhw" --family "$family" --list-split validation --json \
-         > "$fw/split.json" 2> "$fw/split.err"; then
-      rm -rf "$fw/model" && cp -r "$dir" "$fw/model" && dir="$fw/model"
-      run "$py" "$repo/python/release/choose_aten_margin.py" --model "$dir" --dataset "$datasets/$fhw" \
-        --split-list "$fw/split.json" >&2 || { echo "release_bundles: $family: no ATen margin meets the bound" >&2; return 2; }
-    else
-      echo "release_bundles: warning: $dir/model.json has no selection (ATen margin) and $datasets/$fhw has" \
-           "no $family validation split to choose one on ($(head -c 300 "$fw/split.err")): published without" >&2
-    fi
+    # The mean rule (choose_aten_margin.py's default): --aten-rule is GEMM's (step 2b).
+    aten_margin "$family" "$dir" "$datasets/$fhw" "$fw" mean warn all ||
+      { echo "release_bundles: $family: no ATen margin meets the bound" >&2; return 2; }
+    dir=$margin_model
   fi
   # Versions keep growing: a registry below the shipped version gets a copy of it first.
   prev=$(newest_version "$fdir")
@@ -290,6 +285,51 @@ if m.get("family", "gemm") != sys.argv[2]: sys.exit("model.json is of family %s,
   rm -rf "$fdir"
   mv "$fdir.new" "$fdir"
   done_+=("$fhw $family $v")
+}
+# Predict mode's ATen margin (step 2b, for GEMM and for a --family-model): chosen for the model
+# directory MODEL of decision family FAMILY under ATen rule RULE on DATA's validation split of
+# that family (never the test split) by choose_aten_margin.py, which writes it into model.json:
+#   aten_margin FAMILY MODEL DATA WORK RULE NO_DATA LOG
+# WORK (a directory that exists) keeps validation-split.json and margin.err (and, with LOG
+# "last", margin.txt). A MODEL other than WORK/model is not written: the margin goes into a copy,
+# WORK/model, made once the split is listed. Sets margin_model to the directory to publish.
+# NO_DATA: where `diode validate --list-split validation` fails (DATA holds no record of the
+# family), "fail" returns 1 like a margin that misses the bound, and "warn" warns and returns 0
+# with MODEL as it is (the hook then uses its default margin).
+# LOG: "last": the chooser's output is kept in WORK and only its last line (the margin chosen)
+# goes to stderr; "all": its command (`run`: under --dry-run it is only printed) and whole output.
+# Returns 1 when no margin was chosen (what was said is on stderr): the model is not to be
+# published. Called where `set -e` does not apply (if !, ||): every failure is checked here.
+aten_margin() {
+  local family=$1 model=$2 data=$3 out=$4 rule=$5 no_data=$6 log=$7
+  local chooser="$repo/python/release/choose_aten_margin.py" fam=()
+  [ "$family" = gemm ] || fam=(--family "$family")
+  margin_model=$model
+  if ! "$diode" validate --dataset "$data" "${fam[@]}" --list-split validation --json \
+       > "$out/validation-split.json" 2> "$out/margin.err"; then
+    if [ "$no_data" = warn ]; then
+      echo "release_bundles: warning: $model/model.json has no selection (ATen margin) and $data has" \
+           "no $family validation split to choose one on ($(head -c 300 "$out/margin.err")): published without" >&2
+      return 0
+    fi
+    cat "$out/margin.err" >&2
+    return 1
+  fi
+  if [ "$model" != "$out/model" ]; then
+    if ! { rm -rf "$out/model" && cp -r "$model" "$out/model"; }; then
+      echo "release_bundles: cannot copy $model to $out/model" >&2; return 1
+    fi
+    margin_model="$out/model"
+  fi
+  local args=(--model "$margin_model" --dataset "$data" --split-list "$out/validation-split.json" --rule "$rule")
+  if [ "$log" = all ]; then
+    run "$py" "$chooser" "${args[@]}" >&2 || return 1
+  elif "$py" "$chooser" "${args[@]}" > "$out/margin.txt" 2>> "$out/margin.err"; then
+    tail -1 "$out/margin.txt" >&2
+  else
+    cat "$out/margin.txt" "$out/margin.err" >&2
+    return 1
+  fi
 }
 # The validation split's top-1 geomean of model directory $1 on dataset $2, to 4 decimals (the
 # number a joined ensemble's line in KEY.seeds.txt quotes); fails where diode validate does.
@@ -443,14 +483,10 @@ sys.exit(0 if json.load(open(sys.argv[1]))["architecture"].get("members", 1) > 1
     fi
   fi
   # Predict mode's ATen margin, chosen on the validation split and signed with the model (2b).
-  if ! "$diode" validate --dataset "$data" --list-split validation --json > "$w/validation-split.json" 2> "$w/margin.err" ||
-     ! "$py" "$repo/python/release/choose_aten_margin.py" --model "$w/model" --dataset "$data" \
-         --split-list "$w/validation-split.json" --rule "$aten_rule" > "$w/margin.txt" 2>> "$w/margin.err"; then
-    cat "$w/margin.txt" "$w/margin.err" >&2 2> /dev/null || true
+  if ! aten_margin gemm "$w/model" "$data" "$w" "$aten_rule" fail last; then
     echo "release_bundles: $hw: no ATen margin for predict mode (above); not published" >&2
     failed+=("$hw (aten margin)"); continue
   fi
-  tail -1 "$w/margin.txt" >&2
   seed_registry "$hw" "$prev"
   publish_and_ship || { failed+=("$hw (publish)"); continue; }
   cp "$w/validate.json" "$results/$hw.json"

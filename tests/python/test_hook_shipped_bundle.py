@@ -559,6 +559,34 @@ def test_release_script_logs_a_passed_gate_and_publishes(tmp_path):
     assert sel["aten_margin"] == torch_diode.model.load_model_dir(shipped / H100 / nxt).info.aten_margin
 
 
+def test_release_script_without_validation_data_publishes_no_gemm_model(tmp_path):
+    """Step 2b on GEMM: where `diode validate --list-split validation` fails (no validation data
+    to choose predict mode's ATen margin on), the candidate is not published: its error is
+    shown, the hardware fails ("aten margin"), the shipped bundle and the committed results
+    stay, and the script exits 1 after the summary. (A --family-model is published without a
+    margin instead, with a warning: test_cli_family.py.)"""
+    if not DIODE.exists() or shutil.which("mpirun") is None:
+        pytest.skip("needs the C++ build (diode) and mpirun")
+    keys = _release_keys(tmp_path)
+    build = _release_stubs(tmp_path, gate_passes=True)
+    diode = build / "cli" / "diode"
+    stub = diode.read_text()
+    no_split = "  *\" --list-split validation \"*) echo 'no validation split (stub)' >&2; exit 4 ;;\n"
+    diode.write_text(stub.replace('case " $* " in\n', 'case " $* " in\n' + no_split, 1))
+    assert no_split in diode.read_text()
+    shipped = _release_inputs(tmp_path)
+    before = sorted(p.name for p in (shipped / H100).iterdir())
+    r = _run_release(tmp_path, keys, build, shipped)
+    assert r.returncode == 1, r.stderr
+    assert "no validation split (stub)" in r.stderr, r.stderr
+    assert f"release_bundles: {H100}: no ATen margin for predict mode (above); not published" in r.stderr, r.stderr
+    assert f"release_bundles: FAILED: {H100} (aten margin)" in r.stderr, r.stderr
+    assert "published without" not in r.stderr and "choose_aten_margin" not in r.stderr, r.stderr
+    assert sorted(p.name for p in (shipped / H100).iterdir()) == before
+    assert not (tmp_path / "results" / f"{H100}.json").exists()
+    assert not (tmp_path / "reg" / H100).exists()  # nothing published (nor the registry seeded)
+
+
 def test_release_script_ships_every_seed_as_one_ensemble(tmp_path):
     """--ensemble K: the seeds are joined by `diode ensemble` (the chosen seed first) instead
     of shipping the chosen one alone; the shipped bundle holds the ensemble, which the
