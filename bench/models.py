@@ -582,6 +582,71 @@ def _index(results: list[dict]) -> dict:
     return idx
 
 
+# an entry's phase, from its label's prefix (entries(): prefill_BxS, decode_bB); vision entries have none
+PHASES = ("prefill", "decode")
+
+
+def phase_of(label: str) -> str | None:
+    head = label.split("_", 1)[0]
+    return head if head in PHASES else None
+
+
+def _compile_sum(pairs: list[tuple[float, float]]) -> dict:
+    """Summed compile seconds of diode and plain over entries, and their ratio."""
+    ds, ps = sum(d for d, _ in pairs), sum(p for _, p in pairs)
+    return {"ratio": ds / ps if ps else None, "diode_s": ds, "plain_s": ps, "entries": len(pairs)}
+
+
+def _breakdown(rows: list[dict]) -> dict:
+    """The diode / plain figures per dtype and phase: GPU-time geomeans (bench/stats.py's
+    geomean) and compile seconds summed over entries (sum diode / sum plain), overall, per
+    dtype and per (model, dtype), over the rows that have both modes."""
+    both = [r for r in rows if "diode_gpu" in r]
+    dtypes = list(dict.fromkeys(r["dtype"] for r in both))
+    by_dtype, by_phase, compile_by_dtype = {}, {}, {}
+    for dt in dtypes:
+        rs = [r for r in both if r["dtype"] == dt]
+        by_dtype[dt] = {"geomean": geomean([r["diode_gpu"] for r in rs]), "entries": len(rs)}
+        phases = {ph: [r["diode_gpu"] for r in rs if r["phase"] == ph] for ph in PHASES}
+        phases = {ph: {"geomean": geomean(v), "entries": len(v)} for ph, v in phases.items() if v}
+        if phases:
+            by_phase[dt] = phases
+        compile_by_dtype[dt] = _compile_sum([(r["diode_compile_s"], r["plain_compile_s"]) for r in rs])
+    pairs = list(dict.fromkeys((r["model"], r["dtype"]) for r in both))
+    compile_by_pair = [dict(model=m, dtype=dt, **_compile_sum([(r["diode_compile_s"], r["plain_compile_s"])
+                                                              for r in both if (r["model"], r["dtype"]) == (m, dt)]))
+                       for m, dt in pairs]
+    return {"diode_gpu_vs_plain_geomean_by_dtype": by_dtype,
+            "diode_gpu_vs_plain_geomean_by_dtype_phase": by_phase,
+            "diode_compile_vs_plain_summed": _compile_sum([(r["diode_compile_s"], r["plain_compile_s"]) for r in both]),
+            "diode_compile_vs_plain_summed_by_dtype": compile_by_dtype,
+            "diode_compile_vs_plain_summed_by_model_dtype": compile_by_pair}
+
+
+def breakdown_lines(b: dict) -> list[str]:
+    """The report's lines of _breakdown's figures (3 decimals, as the docs quote them)."""
+    f3 = lambda x: "-" if x is None else f"{x:.3f}"
+    out = []
+    by_dtype, by_phase = b["diode_gpu_vs_plain_geomean_by_dtype"], b["diode_gpu_vs_plain_geomean_by_dtype_phase"]
+    if len(by_dtype) > 1:
+        out.append("diode / plain GPU time, geomean per dtype: " + ", ".join(
+            f"{dt} {f3(v['geomean'])} ({v['entries']} entries)" for dt, v in by_dtype.items()))
+    if by_phase:
+        out.append("diode / plain GPU time, geomean per dtype and phase: " + ", ".join(
+            f"{dt} {ph} {f3(v['geomean'])} ({v['entries']} entries)"
+            for dt, phases in by_phase.items() for ph, v in phases.items()))
+    c = b["diode_compile_vs_plain_summed"]
+    if c["entries"]:
+        s = lambda v: f"{f3(v['ratio'])} ({v['diode_s']:.1f} / {v['plain_s']:.1f} s)"
+        line = f"diode / plain compile time, summed over {c['entries']} entries: {s(c)}"
+        if len(by_dtype) > 1:
+            line += "; per dtype: " + ", ".join(f"{dt} {s(v)}"
+                                                for dt, v in b["diode_compile_vs_plain_summed_by_dtype"].items())
+        out.append(line)
+        out.append("diode / plain compile time, summed per (model, dtype): " + ", ".join(
+            f"{v['model']} {v['dtype']} {s(v)}" for v in b["diode_compile_vs_plain_summed_by_model_dtype"]))
+    return out
+
 
 def report(a) -> int:
     results = []
@@ -602,13 +667,14 @@ def report(a) -> int:
     for k in keys:
         e = {m: get(k, m) for m in MODES}
         p, d, df, dm = e["plain"], e["diode"], e["default"], e["diode_ma"]
-        row = {"model": k[0], "dtype": k[1], "entry": k[2]}
+        row = {"model": k[0], "dtype": k[1], "entry": k[2], "phase": phase_of(k[2])}
         notes = []
         if p and d:
             row["diode_gpu"] = d["gpu"]["us"] / p["gpu"]["us"]
             row["same_kernels"] = set(d.get("gemm_paths", {})) <= {"aten", "passthrough:outside_domain",
                                                                      "gemv:cublas_or_model", "gemv:plain_compile"}
             row["diode_compile"] = d["compile_s"] / p["compile_s"]
+            row["diode_compile_s"], row["plain_compile_s"] = d["compile_s"], p["compile_s"]
             gpu_ratios.append(row["diode_gpu"])
             if row["diode_gpu"] > GOALS["diode_gpu_vs_plain_max"]:
                 notes.append("GPU>plain" + (" (noise)" if row["diode_gpu"] <= 1 + NOISE else ""))
@@ -650,12 +716,15 @@ def report(a) -> int:
                "decode_b1": b1, "goals": GOALS, "failures": fails,
                "runs": sorted({(r.get("gpu"), r.get("torch"), r.get("triton"), r.get("transformers"))
                                for r in results if r.get("status") == "ok"}, key=str)}
+    breakdown = _breakdown(rows)
+    summary.update(breakdown)
     lines.append("")
     lines.append(f"diode / plain GPU time, geomean over {len(gpu_ratios)} entries: {'-' if gm is None else f'{gm:.3f}'} "
                  f"(goal <= {GOALS['diode_gpu_vs_plain_geomean_max']})")
     if same:
         lines.append(f"entries where every GEMM took cuBLAS in both modes (the same kernels: the measurement's "
                      f"spread): {len(same)}, geomean {geomean(same):.3f}, range {min(same):.3f}-{max(same):.3f}")
+    lines += breakdown_lines(breakdown)
     text = "\n".join(lines)
     print(text)
     os.makedirs(a.out, exist_ok=True)

@@ -234,3 +234,66 @@ def test_tiny_cpu_fp8_run_reports_the_bf16_reference(tmp_path):
     assert "error" not in e, e
     assert 0 < e["eager_rel_err_bf16"] < 0.5 and e["rel_err_bf16"] <= e["eager_rel_err_bf16"] * 1.1
     assert e["correct"] is True and e["rel_err"] < zoo.TOLERANCE["fp8"]
+
+
+def _report(tmp_path, res, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"results": res}))
+    capsys.readouterr()
+    assert zoo.main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    return printed, json.loads((tmp_path / "r" / "summary.json").read_text())["summary"]
+
+
+def test_report_per_dtype_phase_geomeans_and_summed_compile(tmp_path, capsys):
+    def mode(dtype, m, entries):
+        return dict(result("llama3_8b", m, entries), dtype=dtype)
+    # bfloat16: prefill 0.5, decode 2.0 (geomean 1); compile 12 + 4 s against 10 + 4 s
+    # fp8: prefill 0.9, decode 0.4 and 0.9 (decode geomean 0.6, all (0.324)^(1/3)); compile 3 + 6 + 6 against 5 + 5 + 5;
+    # prefill_1x512 ran in plain only: in no ratio and no sum
+    res = [mode("bfloat16", "plain", [entry("prefill_8x128", 200, 10.0), entry("decode_b1", 100, 4.0)]),
+           mode("bfloat16", "diode", [entry("prefill_8x128", 100, 12.0), entry("decode_b1", 200, 4.0)]),
+           mode("fp8", "plain", [entry("prefill_8x128", 1000, 5.0), entry("decode_b1", 500, 5.0),
+                                 entry("decode_b8", 1000, 5.0), entry("prefill_1x512", 700, 100.0)]),
+           mode("fp8", "diode", [entry("prefill_8x128", 900, 3.0), entry("decode_b1", 200, 6.0),
+                                 entry("decode_b8", 900, 6.0)])]
+    printed, s = _report(tmp_path, res, capsys)
+    fp8 = 0.324 ** (1 / 3)
+    assert s["diode_gpu_vs_plain_geomean"] == pytest.approx((0.5 * 2.0 * 0.324) ** (1 / 5))
+    by_dtype = s["diode_gpu_vs_plain_geomean_by_dtype"]
+    assert by_dtype["bfloat16"] == {"geomean": pytest.approx(1.0), "entries": 2}
+    assert by_dtype["fp8"] == {"geomean": pytest.approx(fp8), "entries": 3}
+    by_phase = s["diode_gpu_vs_plain_geomean_by_dtype_phase"]
+    assert by_phase["bfloat16"] == {"prefill": {"geomean": pytest.approx(0.5), "entries": 1},
+                                    "decode": {"geomean": pytest.approx(2.0), "entries": 1}}
+    assert by_phase["fp8"] == {"prefill": {"geomean": pytest.approx(0.9), "entries": 1},
+                               "decode": {"geomean": pytest.approx(0.6), "entries": 2}}
+    # summed: 31 s / 29 s, not the mean of the per-entry ratios (1.04)
+    c = s["diode_compile_vs_plain_summed"]
+    assert c == {"ratio": pytest.approx(31 / 29), "diode_s": pytest.approx(31.0), "plain_s": pytest.approx(29.0),
+                 "entries": 5}
+    cd = s["diode_compile_vs_plain_summed_by_dtype"]
+    assert cd["bfloat16"]["ratio"] == pytest.approx(16 / 14) and cd["fp8"]["ratio"] == pytest.approx(1.0)
+    assert [(v["model"], v["dtype"], v["diode_s"], v["plain_s"])
+            for v in s["diode_compile_vs_plain_summed_by_model_dtype"]] == [
+        ("llama3_8b", "bfloat16", 16.0, 14.0), ("llama3_8b", "fp8", 15.0, 15.0)]
+    assert "diode / plain GPU time, geomean per dtype: bfloat16 1.000 (2 entries), fp8 0.687 (3 entries)" in printed
+    assert ("diode / plain GPU time, geomean per dtype and phase: bfloat16 prefill 0.500 (1 entries), "
+            "bfloat16 decode 2.000 (1 entries), fp8 prefill 0.900 (1 entries), fp8 decode 0.600 (2 entries)") in printed
+    assert ("diode / plain compile time, summed over 5 entries: 1.069 (31.0 / 29.0 s); per dtype: "
+            "bfloat16 1.143 (16.0 / 14.0 s), fp8 1.000 (15.0 / 15.0 s)") in printed
+    assert ("diode / plain compile time, summed per (model, dtype): llama3_8b bfloat16 1.143 (16.0 / 14.0 s), "
+            "llama3_8b fp8 1.000 (15.0 / 15.0 s)") in printed
+    # the existing keys are still there
+    assert s["entries"] == 6 and s["decode_b1"] == [pytest.approx(2.0), pytest.approx(0.4)]
+
+
+def test_report_one_dtype_without_phases_prints_no_per_dtype_line(tmp_path, capsys):
+    res = [result("resnet50", m, [entry("b1", us, c), entry("b8", 2 * us, c)])
+           for m, us, c in (("plain", 100, 2.0), ("diode", 80, 3.0))]
+    printed, s = _report(tmp_path, res, capsys)
+    assert not any("per dtype" in l or "per dtype and phase" in l for l in printed)
+    assert s["diode_gpu_vs_plain_geomean_by_dtype"] == {"bfloat16": {"geomean": pytest.approx(0.8), "entries": 2}}
+    assert s["diode_gpu_vs_plain_geomean_by_dtype_phase"] == {}
+    assert "diode / plain compile time, summed over 2 entries: 1.500 (6.0 / 4.0 s)" in printed
