@@ -434,6 +434,10 @@ def worker(a) -> dict:
         st = diode.get_prediction_stats()
         res["diode_model"] = {k: st.get(k) for k in ("installed", "model_hardware_key", "model_version",
                                                      "model_source", "no_model_reason", "gemv_table")}
+    recorder = None
+    if a.record_coordesc and a.mode in ("default", "diode_ma"):   # max-autotune turns coordinate descent on
+        from torch_diode.collect.coordesc import CoordescRecorder
+        recorder = CoordescRecorder(a.record_coordesc).install()
     gpu = GpuLock(a.gpu_lock)
     plan = [e for e in entries(a.model, a.tiny) if not a.only or e["label"] in a.only]
     hp_refs = {}   # FP8: label -> the output of the model before quantisation (see fp8_check)
@@ -459,6 +463,9 @@ def worker(a) -> dict:
                     res["entries"].append(row)
                     continue
                 torch._dynamo.reset()
+                if recorder is not None:
+                    recorder.tags = {"model": a.model, "dtype": a.dtype, "mode": a.mode, "entry": entry["label"]}
+                    tuned0 = len(recorder.records)
                 kw = {"mode": AUTOTUNE_MODE} if a.mode in ("default", "diode_ma") else {}
                 compiled = torch.compile(fn, **kw)
                 sink = []
@@ -481,6 +488,9 @@ def worker(a) -> dict:
                     row["compile_s"] = time.perf_counter() - t0
                     if prof is not None:
                         row["compile_profile"] = profile_rows(prof)
+                if recorder is not None:   # what coordinate descent did during this compile
+                    from torch_diode.collect.coordesc import summarize
+                    row["coordesc"] = summarize(recorder.records[tuned0:])
                 if ctx is not None:
                     ctx.__exit__(None, None, None)
                     row["gemm_paths"] = gemm_paths(sink)
@@ -530,6 +540,8 @@ def run_job(a, model: str, dtype: str, mode: str, deadline: float) -> dict:
                "--layers", str(a.layers), "--reps", str(a.reps), "--device", a.device, "--result", out,
                "--gpu-lock", a.gpu_lock]
         only = a.autotune_only if mode in ("default", "diode_ma") and a.autotune_only else a.only
+        if a.record_coordesc and mode in ("default", "diode_ma"):
+            cmd += ["--record-coordesc", os.path.join(os.path.abspath(a.out), f"coordesc-{model}-{dtype}-{mode}.jsonl")]
         cmd += ["--tiny"] * a.tiny + ["--profile"] * a.profile + (["--only", ",".join(only)] if only else [])
         t0 = time.time()
         try:
@@ -648,6 +660,27 @@ def breakdown_lines(b: dict) -> list[str]:
     return out
 
 
+def coordesc_lines(results: list[dict]) -> list[str]:
+    """Per max-autotune mode, what coordinate descent did over the entries recorded with
+    --record-coordesc: kernels tuned, configs timed, seconds of the compiles spent in it,
+    and the summed time of the kernels at their winners over at their heuristic start."""
+    out = []
+    for mode in ("default", "diode_ma"):
+        es = [e for r in results if r.get("mode") == mode and r.get("status") == "ok"
+              for e in r.get("entries", []) if "coordesc" in e and "compile_s" in e]
+        if not es:
+            continue
+        c = [e["coordesc"] for e in es]
+        tune, comp = sum(x["tune_s"] for x in c), sum(e["compile_s"] for e in es)
+        base, best = sum(x["baseline_ms"] for x in c), sum(x["best_ms"] for x in c)
+        out.append(f"coordinate descent in {mode} over {len(es)} entries: {sum(x['kernels'] for x in c)} kernels "
+                   f"({sum(x['kernels_improved'] for x in c)} moved from the heuristics' config), "
+                   f"{sum(x['configs_timed'] for x in c)} configs timed, {tune:.1f} of {comp:.1f} s compile "
+                   f"({(tune / comp if comp else 0):.0%}); kernels' time at the winner / at the start, "
+                   f"each launched once: {(best / base if base else float('nan')):.3f}")
+    return out
+
+
 def report(a) -> int:
     results = []
     for d in a.runs:
@@ -725,6 +758,7 @@ def report(a) -> int:
         lines.append(f"entries where every GEMM took cuBLAS in both modes (the same kernels: the measurement's "
                      f"spread): {len(same)}, geomean {geomean(same):.3f}, range {min(same):.3f}-{max(same):.3f}")
     lines += breakdown_lines(breakdown)
+    lines += coordesc_lines(results)
     text = "\n".join(lines)
     print(text)
     os.makedirs(a.out, exist_ok=True)
@@ -803,6 +837,9 @@ def main(argv=None) -> int:
     r.add_argument("--device", default="cuda")
     r.add_argument("--tiny", action="store_true", help="tiny configs (CPU check of the path)")
     r.add_argument("--profile", action="store_true", help="cProfile each cold compile (into results.json)")
+    r.add_argument("--record-coordesc", action="store_true",
+                   help="record coordinate descent in the max-autotune modes (torch_diode.collect.coordesc): "
+                        "OUT/coordesc-MODEL-DTYPE-MODE.jsonl, and a summary per entry in results.json")
     w = sub.add_parser("worker", help=argparse.SUPPRESS)
     for n in ("--model", "--dtype", "--mode", "--result", "--device"):
         w.add_argument(n, required=True)
@@ -812,6 +849,7 @@ def main(argv=None) -> int:
     w.add_argument("--only", type=csv, default=None)
     w.add_argument("--tiny", action="store_true")
     w.add_argument("--profile", action="store_true")
+    w.add_argument("--record-coordesc", default=None, help="the recorder's JSON-lines file")
     p = sub.add_parser("report", help="the table, goals and plot of one or more run directories")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", required=True)

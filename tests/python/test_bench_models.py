@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -297,3 +298,43 @@ def test_report_one_dtype_without_phases_prints_no_per_dtype_line(tmp_path, caps
     assert s["diode_gpu_vs_plain_geomean_by_dtype"] == {"bfloat16": {"geomean": pytest.approx(0.8), "entries": 2}}
     assert s["diode_gpu_vs_plain_geomean_by_dtype_phase"] == {}
     assert "diode / plain compile time, summed over 2 entries: 1.500 (6.0 / 4.0 s)" in printed
+
+
+def test_report_sums_coordinate_descent_per_autotune_mode(tmp_path, capsys):
+    def cd(kernels, improved, timed, tune_s, base, best):
+        return {"kernels": kernels, "kernels_improved": improved, "configs_timed": timed, "tune_s": tune_s,
+                "baseline_ms": base, "best_ms": best}
+
+    def tuned(label, us, compile_s, c):
+        return dict(entry(label, us, compile_s), coordesc=c)
+
+    res = [result("llama3_8b", "plain", [entry("decode_b1", 500, 4.0), entry("prefill_8x128", 2000, 5.0)]),
+           result("llama3_8b", "default", [tuned("decode_b1", 480, 30.0, cd(10, 4, 60, 12.0, 1.0, 0.9)),
+                                          tuned("prefill_8x128", 1900, 50.0, cd(20, 5, 90, 28.0, 3.0, 2.7))]),
+           result("llama3_8b", "diode_ma", [entry("decode_b1", 470, 9.0)])]   # not recorded: no line
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"results": res}))
+    assert zoo.main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert ("coordinate descent in default over 2 entries: 30 kernels (9 moved from the heuristics' config), "
+            "150 configs timed, 40.0 of 80.0 s compile (50%); kernels' time at the winner / at the start, "
+            "each launched once: 0.900") in out
+    assert "coordinate descent in diode_ma" not in out
+
+
+def test_run_passes_the_coordesc_recorder_to_autotune_modes_only(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        raise subprocess.TimeoutExpired(cmd, 1)
+
+    monkeypatch.setattr(zoo.subprocess, "run", fake_run)
+    a = SimpleNamespace(out=str(tmp_path), record_coordesc=True, layers=2, reps=1, device="cuda",
+                        gpu_lock=str(tmp_path / "lock"), autotune_only=None, only=None, tiny=False, profile=False)
+    for mode in ("plain", "default", "diode_ma"):
+        zoo.run_job(a, "llama3_8b", "bfloat16", mode, time.time() + 100)
+    flags = [c[c.index("--record-coordesc") + 1] if "--record-coordesc" in c else None for c in calls]
+    assert flags == [None, str(tmp_path / "coordesc-llama3_8b-bfloat16-default.jsonl"),
+                     str(tmp_path / "coordesc-llama3_8b-bfloat16-diode_ma.jsonl")]

@@ -55,7 +55,9 @@ def test_records_every_trial_and_the_winner_of_the_real_tuner(tmp_path):
         return kernel_ms(cfg)
 
     with coordesc.CoordescRecorder(str(path)) as rec:
+        rec.tags = {"entry": "decode_b1"}
         best = tuner().autotune(bench, Cfg({"XBLOCK": 64}, num_warps=2))
+        rec.tags = {"entry": "prefill_1x128"}
     assert (best.kwargs["XBLOCK"], best.num_warps) == (256, 8)
     [r] = rec.records
     assert r["name"] == "triton_poi_fused_add_0"
@@ -69,6 +71,7 @@ def test_records_every_trial_and_the_winner_of_the_real_tuner(tmp_path):
                              "ms": pytest.approx(1.0 + 2 * 0.25 + 2 * 0.1)}
     assert r["best"] == {"config": {"XBLOCK": 256, "num_warps": 8, "num_stages": 1}, "ms": pytest.approx(1.0)}
     assert r["tune_s"] >= 0
+    assert r["tags"] == {"entry": "decode_b1"}
     # Appended to the file as it finished; load() reads back the same record.
     assert coordesc.load(str(path)) == [json.loads(json.dumps(r))]
 
@@ -162,4 +165,5 @@ def test_summarize():
     assert s["tune_s"] == pytest.approx(2.0)
     assert s["kernels_improved"] == 1
     assert s["speedup_geomean"] == pytest.approx(2.0)          # sqrt(4 * 1)
+    assert (s["baseline_ms"], s["best_ms"]) == (pytest.approx(5.0), pytest.approx(2.0))
     assert s["best_over_baseline_time"] == pytest.approx(2.0 / 5.0)

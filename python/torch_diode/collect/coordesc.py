@@ -99,11 +99,13 @@ class CoordescRecorder:
     ``records`` holds one dict per tuned kernel: ``features``, ``baseline`` /
     ``best`` (config and ms), ``trials`` (every config the walk timed, with its ms, in
     order; a config that failed to run has ``ms`` null), ``tune_s`` (seconds in the
-    walk, compiles included)."""
+    walk, compiles included), ``tags`` (a copy of ``self.tags`` when it finished)."""
 
     def __init__(self, path: str | None = None, clock: Callable[[], float] = time.perf_counter):
         self.path = path
         self.records: list[dict] = []
+        # Copied into each record as "tags" (e.g. the model and entry being compiled).
+        self.tags: dict = {}
         self._clock = clock
         self._tls = threading.local()
         self._undo: list[Callable[[], None]] = []
@@ -188,7 +190,7 @@ class CoordescRecorder:
                "is_mm": bool(getattr(tuner, "is_mm", False)),
                "baseline": {"config": config_dict(baseline_config), "ms": ms_of(baseline_config, baseline_timing)},
                "best": {"config": config_dict(best), "ms": ms_of(best)},
-               "trials": trials, "tune_s": tune_s}
+               "trials": trials, "tune_s": tune_s, "tags": dict(self.tags)}
         with self._lock:
             self.records.append(rec)
             if self.path:
@@ -238,4 +240,5 @@ def summarize(records: Iterable[dict]) -> dict:
             "tune_s": sum(r["tune_s"] for r in recs),
             "kernels_improved": sum(1 for r in recs if r["best"]["config"] != r["baseline"]["config"]),
             "speedup_geomean": geomean(ratios) if n else None,
+            "baseline_ms": base, "best_ms": best,
             "best_over_baseline_time": best / base if base else None}
