@@ -83,10 +83,13 @@ int main(int argc, char** argv) {
   run->add_option("--request-timeout-ms", base.request_timeout_ms, "Coordinator reply timeout")->capture_default_str();
   run->add_option("--push-timeout-ms", base.push_timeout_ms, "Hub ACK timeout per push")->capture_default_str();
   run->add_option("--backoff-max-ms", base.backoff_max_ms, "Longest retry backoff")->capture_default_str();
-  bool replay_any_hardware = false, log_json = false;
+  bool replay_any_hardware = false, log_json = false, persistent_collector = false;
   std::string metrics_listen, log_level = "info";
   run->add_flag("--replay-any-hardware", replay_any_hardware,
                 "Replay runner: run even when the data's hardware key is not this agent's (tests only)");
+  run->add_flag("--persistent-collector", persistent_collector,
+                "Inductor runner: keep one collector process (--serve) across leases instead of one per shard "
+                "(off by default until measured on a GPU)");
   run->add_option("--metrics-listen", metrics_listen,
                   "HOST:PORT of the HTTP endpoint (GET /healthz, GET /metrics); off unless given");
   run->add_option("--log-level", log_level, diode::logging::kLevels)->capture_default_str();
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
         agent::InductorOptions o;
         o.python = {python};
         o.timeout_s = collect_timeout_s;
+        o.persistent = persistent_collector;
         o.gpu_index = static_cast<int>(i);
         o.work_dir = (fs::path(base.spool_dir) / "work").string();
         fs::create_directories(o.work_dir);

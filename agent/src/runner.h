@@ -33,6 +33,10 @@ struct InductorOptions {
   int timeout_s = 3600;
   std::string work_dir = "/tmp";
   int gpu_index = 0;  // exported as CUDA_VISIBLE_DEVICES
+  // Keep one `python -m torch_diode.collect --serve` process across leases (one request per
+  // lease over a socket pair; docs/collector.md) instead of a collector per shard. A
+  // timeout, cancel, crash, EOF or bad reply kills it; the next lease starts a fresh one.
+  bool persistent = false;
 };
 std::unique_ptr<Runner> make_inductor_runner(InductorOptions opts);
 

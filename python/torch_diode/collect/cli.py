@@ -1,4 +1,5 @@
 """Command line: python -m torch_diode.collect --spec SPEC.json --out SHARD.msgpack[.gz]
+           or: python -m torch_diode.collect --serve   (one JSON request per stdin line; see serve())
 
 Exit codes (the agent maps them; see docs/collector.md):
   0  every problem measured, shard written
@@ -45,7 +46,11 @@ def write_atomic(path: str, data: bytes) -> None:
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m torch_diode.collect",
                                  description="Time every Inductor GEMM config of each problem in a shard spec.")
-    ap.add_argument("--spec", required=True, help="shard spec JSON (docs/collector.md)")
+    ap.add_argument("--spec", help="shard spec JSON (docs/collector.md); required unless --serve")
+    ap.add_argument("--serve", action="store_true",
+                    help="keep running: read one JSON request per stdin line, {\"spec\": PATH, \"out\": PATH, "
+                         "\"deadline_s\": F}, collect it as --spec/--out would and answer one JSON line "
+                         "{\"out\": PATH, \"code\": EXIT_CODE} on stdout (docs/collector.md)")
     ap.add_argument("--out", help="output shard (.msgpack, or .msgpack.gz for gzip)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index")
     ap.add_argument("--deadline-s", type=float, default=0.0,
@@ -60,7 +65,12 @@ def parse_args(argv):
                     help="v2: processes compiling kernels (default: CPU cores - 1)")
     ap.add_argument("--dry-run", action="store_true",
                     help="validate the spec and print Inductor's config count per problem; no GPU needed")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.serve and (args.spec or args.out or args.dry_run or args.first):
+        ap.error("--serve takes its specs from stdin: no --spec, --out, --dry-run or --first")
+    if not args.serve and not args.spec:
+        ap.error("the following arguments are required: --spec")
+    return args
 
 
 def dry_run(spec) -> int:
@@ -174,8 +184,70 @@ def run_v2(args, spec, hw, engine, jobs, t0) -> int:
     return EXIT_PARTIAL if empty else EXIT_OK
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+class Session:
+    """What a collector process keeps from one spec to the next (one spec in one-shot mode,
+    every request of --serve): the imported torch and its CUDA context, the hardware
+    fingerprint, and the v2 engine's compile pools (engine.Pools: the main pool depends only
+    on the device and --compile-workers; the static pool is kept while its spec-dependent
+    size stays the same). Everything else (the Engine, its BatchTimer and model rankers, the
+    --engine autotune driver) is made per spec."""
+
+    def __init__(self, args):
+        self.device = args.device
+        self.workers = args.compile_workers or None
+        self.hw = None
+        self.pools = None
+
+    def prepare(self):
+        """The GPU stack, checked; the hardware fingerprint (detected once). Raises
+        ic.UnsupportedTorch or ImportError when this process cannot collect."""
+        ic.require_supported_torch()
+        import torch
+        if not torch.cuda.is_available():
+            raise ic.UnsupportedTorch("no CUDA/ROCm GPU visible to torch")
+        if self.device >= torch.cuda.device_count():
+            raise ic.UnsupportedTorch(f"device {self.device} not present ({torch.cuda.device_count()} GPUs)")
+        torch.cuda.set_device(self.device)
+        if self.hw is None:
+            from .fingerprint import detect
+            self.hw = detect(self.device)
+        return self.hw
+
+    def engine(self, spec):
+        from .engine import Engine, Pools
+        if self.pools is None:
+            self.pools = Pools(self.device, self.workers)
+        return Engine(spec, self.device, self.workers, log=log, pools=self.pools)
+
+    def close(self) -> None:
+        if self.pools is not None:
+            self.pools.close()
+            self.pools = None
+
+
+def reset_between_specs() -> None:
+    """Serve mode, before each request: nothing the previous spec compiled or cached in this
+    process may change how the next one lowers or times. (The collector already compiles
+    with fx_graph_cache and autotune_local_cache off: driver.inductor_settings_base.)"""
+    if "torch" not in sys.modules:   # nothing imported yet: nothing to reset
+        return
+    import torch
+    import torch._dynamo
+    torch._dynamo.reset()
+    try:
+        from torch._inductor.utils import clear_inductor_caches
+        clear_inductor_caches()   # in-process caches (cache_on_self, PyCodeCache, ...)
+    except ImportError:
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def collect(args, session: Session) -> int:
+    """One spec, as `--spec args.spec --out args.out`: the shard and <out>.stats.json written,
+    the exit code returned. One-shot mode and each --serve request call this."""
     try:
         spec = load_spec(args.spec)
     except SpecError as e:
@@ -196,18 +268,9 @@ def main(argv=None) -> int:
         log(f"error: output folder {out_dir} does not exist")
         return EXIT_USAGE
     try:
-        ic.require_supported_torch()
-        import torch
-        if not torch.cuda.is_available():
-            raise ic.UnsupportedTorch("no CUDA/ROCm GPU visible to torch")
-        if args.device >= torch.cuda.device_count():
-            raise ic.UnsupportedTorch(f"device {args.device} not present ({torch.cuda.device_count()} GPUs)")
-        torch.cuda.set_device(args.device)
-        from .fingerprint import detect
-        hw = detect(args.device)
+        hw = session.prepare()
         if args.engine == "v2":
-            from .engine import Engine
-            driver = Engine(spec, args.device, args.compile_workers or None, log=log)
+            driver = session.engine(spec)
         else:
             from .driver import ProblemDriver
             driver = ProblemDriver(spec, args.device)
@@ -270,3 +333,77 @@ def main(argv=None) -> int:
     if done < len(jobs):
         return EXIT_DEADLINE
     return EXIT_PARTIAL if empty else EXIT_OK
+
+
+def _request(line: str, base) -> argparse.Namespace:
+    """One --serve request line as the args of collect(); ValueError when malformed."""
+    try:
+        req = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    unknown = sorted(set(req) - {"spec", "out", "deadline_s"})
+    if unknown:
+        raise ValueError(f"unknown request keys: {', '.join(unknown)}")
+    for key in ("spec", "out"):
+        if not isinstance(req.get(key), str) or not req[key]:
+            raise ValueError(f"'{key}' must be a non-empty string path")
+    deadline = req.get("deadline_s", 0.0)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline < 0:
+        raise ValueError("'deadline_s' must be a number >= 0")
+    return argparse.Namespace(**{**vars(base), "spec": req["spec"], "out": req["out"],
+                                 "deadline_s": float(deadline), "serve": False})
+
+
+def serve(base, session: Session, requests, replies) -> int:
+    """The --serve loop: one JSON request per line of `requests`, each collected by collect()
+    exactly as one-shot mode would, each answered by one JSON line on `replies`:
+    {"out": PATH, "code": EXIT_CODE}, or {"error": "..."} for a malformed line (the loop goes
+    on). EOF ends it with 0. After an internal error (code 1) the process state cannot be
+    trusted (a CUDA fault is sticky), so the loop answers and then ends with 1: the agent
+    starts a fresh collector for its next shard."""
+    def reply(obj) -> None:
+        replies.write(json.dumps(obj) + "\n")
+        replies.flush()
+
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            args = _request(line, base)
+        except ValueError as e:
+            log(f"serve: bad request: {e}")
+            reply({"error": str(e)})
+            continue
+        log(f"serve: spec {args.spec} -> {args.out}")
+        try:
+            reset_between_specs()
+            code = collect(args, session)
+        except Exception as e:  # what one-shot mode would exit 1 on
+            log(f"serve: internal error: {type(e).__name__}: {e}")
+            traceback.print_exc(file=sys.stderr)
+            code = EXIT_INTERNAL
+        reply({"out": args.out, "code": code})
+        if code == EXIT_INTERNAL:
+            return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    session = Session(args)
+    try:
+        if not args.serve:
+            return collect(args, session)
+        # Replies get the process's stdout to themselves: fd 1 then points at stderr, so a
+        # stray print (ours, Inductor's, Triton's) lands in the log, not in the protocol.
+        sys.stdout.flush()
+        replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+        os.dup2(2, 1)
+        try:
+            return serve(args, session, sys.stdin, replies)
+        finally:
+            replies.close()
+    finally:
+        session.close()

@@ -208,11 +208,58 @@ def _pool_init(device: int, nice: int = 0) -> None:
     torch.cuda.set_device(device)
 
 
+class Pools:
+    """The compile pools of an Engine. One engine per spec makes its own; a collector that
+    serves many specs (cli.Session, `--serve`) keeps one Pools across them: the main pool
+    depends only on the device and the worker count; the static pool's size depends on the
+    spec (timing.static_top, timing.model_top), so static(size) keeps it while the size is
+    the same and replaces it when not. A broken pool (a worker died) is replaced too."""
+
+    def __init__(self, device: int = 0, workers: int | None = None):
+        self.device = device
+        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
+        self._main = None
+        self._static = None
+        self._static_size = 0
+
+    @staticmethod
+    def _broken(pool) -> bool:
+        return bool(getattr(pool, "_broken", False)) or bool(getattr(pool, "_shutdown_thread", False))
+
+    def _new(self, size: int, nice: int):
+        return cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn"),
+                                      initializer=_pool_init, initargs=(self.device, nice))
+
+    def main(self):
+        if self._main is None or self._broken(self._main):
+            if self._main is not None:
+                self._main.shutdown(wait=False, cancel_futures=True)
+            self._main = self._new(self.workers, COMPILE_NICE)
+        return self._main
+
+    def static(self, size: int):
+        if self._static is None or self._static_size != size or self._broken(self._static):
+            if self._static is not None:
+                self._static.shutdown(wait=False, cancel_futures=True)
+            self._static, self._static_size = self._new(size, STATIC_COMPILE_NICE), size
+        return self._static
+
+    def close(self) -> None:
+        for pool in (self._main, self._static):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._main = self._static = None
+        self._static_size = 0
+
+
 class Engine:
     picker = None   # hook.ranking.Ranker of timing.model (collector 2.6.0); None: no model picks
     extra_pickers: tuple = ()   # Rankers of timing.extra_models, whose picks join picker's
 
-    def __init__(self, spec: Spec, device: int = 0, workers: int | None = None, log=print):
+    def __init__(self, spec: Spec, device: int = 0, workers: int | None = None, log=print,
+                 pools: "Pools | None" = None):
+        """`pools`: compile pools kept by the caller across specs (serve mode: cli.Session);
+        None: this engine makes its own and close() shuts them down."""
         import torch
         self.spec = spec
         self.device = device
@@ -222,9 +269,10 @@ class Engine:
         props = torch.cuda.get_device_properties(device)
         self.sm_count = props.multi_processor_count
         self.smem_limit = int(getattr(props, "shared_memory_per_block_optin", 0)) if spec.smem_prefilter else 0
-        n = workers or max(1, (os.cpu_count() or 2) - 1)
-        self.pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
-                                           initializer=_pool_init, initargs=(device, COMPILE_NICE))
+        self._own_pools = pools is None
+        self.pools = Pools(device, workers) if pools is None else pools
+        n = self.pools.workers
+        self.pool = self.pools.main()
         # Static-shape kernels compile in their own pool: the main one is FIFO and already
         # holds the next problem's compiles, which the current problem must not wait behind.
         # One worker per target (up to 2 x static_top + DEFAULT's with near ties, at most
@@ -238,17 +286,18 @@ class Engine:
             self.picker = Ranker(load_model_dir(spec.timing.model))
             self.extra_pickers = tuple(Ranker(load_model_dir(m)) for m in spec.timing.extra_models)
         picks = spec.timing.model_top * (1 + len(spec.timing.extra_models))
-        self.static_pool = cf.ProcessPoolExecutor(max_workers=max(1, min(2 * spec.timing.static_top + 1
-                                                                         + picks, n)),
-                                                  mp_context=mp.get_context("spawn"),
-                                                  initializer=_pool_init, initargs=(device, STATIC_COMPILE_NICE)) \
+        self.static_pool = self.pools.static(max(1, min(2 * spec.timing.static_top + 1 + picks, n))) \
             if spec.timing.static_top else None
         self.submitted: dict = {}   # (kernel class, constexprs) -> future, across problems
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.static_pool is not None:
-            self.static_pool.shutdown(wait=False, cancel_futures=True)
+        if self._own_pools:
+            self.pools.close()
+            return
+        # Borrowed pools outlive this spec: drop the compiles it queued and did not wait for
+        # (those already running finish in the background; their kernels land in Triton's cache).
+        for fut in self.submitted.values():
+            fut.cancel()
 
     # -- planning ------------------------------------------------------------------------
     def plan(self, idx: int, p: wire.Problem, tf32: bool) -> Planned:
