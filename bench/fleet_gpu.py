@@ -14,6 +14,10 @@ COMPLETE) must be in the export with the same content hash, and nothing else.
 Resumable: --work keeps the hub's store, the coordinator's database, the keys and the
 agent's spool, so a second call continues the sweep (device machines keep .carry/ while
 warm). Copies the export, `diode status`, `diode dataset stats` and the logs to --out.
+
+The agent takes its other settings from the environment (docs/operations.md): with
+DIODE_AGENT_PERSISTENT_COLLECTOR=1 it keeps one collector across shards (`dataset stats`
+then shows the first problem of each shard at about the others' wall time).
 """
 from __future__ import annotations
 
