@@ -122,16 +122,11 @@ def test_kernel_features_of_a_caching_autotuner():
 
 
 def test_the_caching_autotuner_wrapper_gives_the_record_its_kernel_features():
-    rec = coordesc.CoordescRecorder()
-    # What CachingAutotuner._coordinate_descent_tuning does: run the tuner's walk.
-    wrapped = rec._wrap_caching(lambda autotuner, launcher: autotuner.tuner.autotune(kernel_ms, launcher))
-    rec._patch(CoordescTuner, "autotune", rec._wrap_autotune)
-    try:
-        at = FakeAutotuner()
-        at.tuner = tuner()
-        wrapped(at, Cfg({"XBLOCK": 1024}, num_warps=4))
-    finally:
-        rec.uninstall()
+    # What the CachingAutotuner._coordinate_descent_tuning wrapper does around the walk.
+    with coordesc.CoordescRecorder() as rec:
+        with coordesc.CURRENT_KERNEL.tuning(FakeAutotuner()):
+            tuner().autotune(kernel_ms, Cfg({"XBLOCK": 1024}, num_warps=4))
+        assert coordesc.CURRENT_KERNEL.get() is None
     [r] = rec.records
     assert r["features"]["heuristic_type"] == "POINTWISE"
     assert r["features"]["num_load"] == 2

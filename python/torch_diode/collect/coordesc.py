@@ -13,10 +13,10 @@ against the compile time it costs.
 Two override points of the running Inductor are wrapped, both in the process that
 launches the kernels (coordinate descent runs there, not in compile workers):
 
-- ``CachingAutotuner._coordinate_descent_tuning``: remembers which kernel is being tuned
-  (its heuristic type, size hints, source hash, signature, inductor_meta), so the record
-  can carry the kernel's features; absent from a torch that lacks it (the record then has
-  the tuner's own fields only);
+- ``CachingAutotuner._coordinate_descent_tuning`` (``CURRENT_KERNEL``): remembers which
+  kernel is being tuned (its heuristic type, size hints, source hash, signature,
+  inductor_meta), so the record can carry the kernel's features; absent from a torch that
+  lacks it (the record then has the tuner's own fields only);
 - ``CoordescTuner.autotune(func, baseline_config, baseline_timing)``: wraps ``func`` so
   every benchmarked config is recorded, and records the result.
 
@@ -93,6 +93,59 @@ def kernel_features(autotuner: Any) -> dict:
     return f
 
 
+class CurrentKernel:
+    """Which kernel this thread's coordinate descent is tuning: `CoordescTuner.autotune` is
+    given only a benchmark function and a config, so the kernel (its CachingAutotuner) is
+    remembered around `CachingAutotuner._coordinate_descent_tuning`, which calls it. One
+    instance per process (CURRENT_KERNEL): the recorder and the hook's launch-config
+    predictor both read it. `install` wraps once and stays: the wrapper only sets and
+    restores a thread-local around the original."""
+
+    def __init__(self):
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+        self._orig: Callable | None = None
+
+    def get(self) -> Any:
+        return getattr(self._tls, "autotuner", None)
+
+    @contextlib.contextmanager
+    def tuning(self, autotuner: Any):
+        prev = self.get()
+        self._tls.autotuner = autotuner
+        try:
+            yield
+        finally:
+            self._tls.autotuner = prev
+
+    def install(self) -> bool:
+        """False when this torch has no CachingAutotuner._coordinate_descent_tuning (no
+        Triton, or another torch): records and lookups then lack the kernel's features."""
+        with self._lock:
+            if self._orig is not None:
+                return True
+            try:
+                from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+            except ImportError:
+                return False
+            orig = CachingAutotuner.__dict__.get("_coordinate_descent_tuning")
+            if orig is None:
+                return False
+            current = self
+
+            def _coordinate_descent_tuning(autotuner, *args, **kwargs):
+                with current.tuning(autotuner):
+                    return orig(autotuner, *args, **kwargs)
+
+            _coordinate_descent_tuning.__wrapped__ = orig
+            CachingAutotuner._coordinate_descent_tuning = _coordinate_descent_tuning
+            self._orig = orig
+            return True
+
+
+CURRENT_KERNEL = CurrentKernel()
+
+
 class CoordescRecorder:
     """Records coordinate descent while installed (``with CoordescRecorder(path):``).
 
@@ -107,7 +160,6 @@ class CoordescRecorder:
         # Copied into each record as "tags" (e.g. the model and entry being compiled).
         self.tags: dict = {}
         self._clock = clock
-        self._tls = threading.local()
         self._undo: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
@@ -117,12 +169,7 @@ class CoordescRecorder:
             raise RuntimeError("CoordescRecorder is already installed")
         from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner
         self._patch(CoordescTuner, "autotune", self._wrap_autotune)
-        try:
-            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-        except ImportError:  # no Triton: nothing launches Triton kernels to tune
-            CachingAutotuner = None
-        if CachingAutotuner is not None and hasattr(CachingAutotuner, "_coordinate_descent_tuning"):
-            self._patch(CachingAutotuner, "_coordinate_descent_tuning", self._wrap_caching)
+        CURRENT_KERNEL.install()
         return self
 
     def uninstall(self) -> None:
@@ -139,18 +186,6 @@ class CoordescRecorder:
         orig = cls.__dict__[name]
         setattr(cls, name, make(orig))
         self._undo.append(lambda: setattr(cls, name, orig))
-
-    def _wrap_caching(self, orig: Callable) -> Callable:
-        recorder = self
-
-        def _coordinate_descent_tuning(autotuner, *args, **kwargs):
-            prev = getattr(recorder._tls, "autotuner", None)
-            recorder._tls.autotuner = autotuner
-            try:
-                return orig(autotuner, *args, **kwargs)
-            finally:
-                recorder._tls.autotuner = prev
-        return _coordinate_descent_tuning
 
     def _wrap_autotune(self, orig: Callable) -> Callable:
         recorder = self
@@ -183,7 +218,7 @@ class CoordescRecorder:
                 return float(given)
             return times.get(json.dumps(config_dict(cfg), sort_keys=True))
 
-        autotuner = getattr(self._tls, "autotuner", None)
+        autotuner = CURRENT_KERNEL.get()
         features = kernel_features(autotuner) if autotuner is not None else {}
         features.setdefault("size_hints", _plain(getattr(tuner, "size_hints", None)))
         rec = {"format": FORMAT, "name": getattr(tuner, "name", None), "features": features,

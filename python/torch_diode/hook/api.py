@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from .. import wire
 from ..model import LoadedModel, ModelFormatError, load_model_dir
-from . import compat, contribute, detect, gemv, sources, zero_config
+from . import compat, contribute, detect, gemv, launch_configs, sources, zero_config
 from .choices import (ChoicesFactory, DiodeChoicesMixin, HookState, current_state,  # noqa: F401 (re-exported)
                       options_dict, state_for)
 from .ranking import Options, Ranker, model_family, ranker_for_model
@@ -437,6 +437,11 @@ def _activate(state: HookState, force: bool = False) -> None:
     # process; the wrapper passes through whenever the hook is not installed in predict mode).
     if state.gemv_table_in_use is not None and not gemv.install_decomposition():
         log.info("torch_diode: this torch has no aten.mm decomposition to wrap; no GEMV reductions")
+    # Predict mode with a launch-config table: coordinate descent's walk is replaced by the
+    # table's config for the kernels it knows (once per process; passes through otherwise).
+    if state.options.mode == "predict" and launch_configs.load_table() is not None \
+            and not launch_configs.install_tuner():
+        log.info("torch_diode: this torch has no coordinate-descent tuner to wrap; no launch-config table")
     # Zero configuration: plain torch.compile's GEMM lowerings engage the model (predict mode
     # with a model; the wrapper decides per lowering, hook/zero_config.py).
     zc = (state.has_model and state.options.mode == "predict" and state.options.zero_config
@@ -559,6 +564,10 @@ def get_prediction_stats() -> dict[str, Any]:
     t = st.gemv_table_in_use if st else None
     s["gemv_table"] = {"source": t.source, "hardware": t.hardware, "digest": t.digest,
                        "entries": len(t.entries)} if t else None
+    # the launch-config table named by TORCH_DIODE_LAUNCH_CONFIG_TABLE (hook/launch_configs.py), if any
+    lt = launch_configs.load_table() if st else None
+    s["launch_config_table"] = {"source": lt.source, "hardware": lt.hardware, "digest": lt.digest,
+                                "entries": len(lt.entries)} if lt else None
     return s
 
 

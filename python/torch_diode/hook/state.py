@@ -70,6 +70,8 @@ class ProcessState:
         self.planned: dict[tuple[int, int], dict[str, int]] = {}
         # GEMV tables read: table path -> GemvTable, or None when absent or broken (gemv.load_table)
         self.gemv_tables: dict[str, Any] = {}
+        # launch-config tables read: path -> LaunchConfigTable, or None when broken (launch_configs.load_table)
+        self.launch_config_tables: dict[str, Any] = {}
         # InductorChoices base class -> the handler class built on it (choices.choices_class)
         self.handler_classes: dict[type, type] = {}
 

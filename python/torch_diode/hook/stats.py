@@ -61,6 +61,10 @@ class Stats:
             # fewer than "reduction" means Inductor's own untuned heuristics ran for the rest),
             # "planning_error" / "fixed_config_error" (Inductor's path was taken)
             self.gemv: Counter[str] = Counter()
+            # predict mode with a launch-config table (hook/launch_configs.py), per kernel that
+            # coordinate descent would tune: "predicted:source" / "predicted:nearest" (the table's
+            # config, nothing benchmarked), "tuned:no_entry" / "tuned:entry_not_valid_here" (walked)
+            self.launch_configs: Counter[str] = Counter()
 
     def count_predict_retry(self) -> None:
         with self._lock:
@@ -69,6 +73,10 @@ class Stats:
     def count_gemv(self, outcome: str) -> None:
         with self._lock:
             self.gemv[outcome] += 1
+
+    def count_launch_config(self, outcome: str) -> None:
+        with self._lock:
+            self.launch_configs[outcome] += 1
 
     def count_load_failure(self, reason: str) -> None:
         with self._lock:
@@ -125,6 +133,8 @@ class Stats:
                 "predict_retries": self.predict_retries,
                 # predict mode, M = 1 / N = 1 mm and M = 1 addmm (hook/gemv.py): outcome -> count
                 "gemv": dict(self.gemv),
+                # predict mode, kernels coordinate descent would tune (hook/launch_configs.py): outcome -> count
+                "launch_configs": dict(self.launch_configs),
                 # Totals under the names torch-diode 0.1.1 users look for (docs/hook.md):
                 # `total_predictions` is GEMMs whose configs the model chose (= model_selections),
                 # `total_fallbacks` the sum of `fallbacks` over reasons, `total_calls` = calls,

@@ -1,0 +1,179 @@
+"""Predict mode's launch configs (torch_diode/hook/launch_configs.py): the table format,
+the lookup, and the wrapper around Inductor's real CoordescTuner.
+
+The tuner is torch's own; the kernel is simulated (the config attributes the tuner reads,
+and a CachingAutotuner's feature attributes), so no GPU or Triton is needed. Whether the
+table's configs make real models faster is the GPU's question (bench/models.py
+--record-coordesc, then a table, then diode_ma with TORCH_DIODE_LAUNCH_CONFIG_TABLE)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner  # noqa: E402
+
+from torch_diode.collect import coordesc  # noqa: E402
+from torch_diode.hook import api, launch_configs as lc  # noqa: E402
+
+
+class Cfg:
+    def __init__(self, kwargs, num_warps=4, num_stages=1):
+        self.kwargs, self.num_warps, self.num_stages = dict(kwargs), num_warps, num_stages
+
+
+class Kernel:
+    """The CachingAutotuner attributes kernel_features reads."""
+
+    def __init__(self, name="triton_red_fused_sum_0", size_hints=None, num_load=1, src_extra=""):
+        self.heuristic_type = type("HeuristicType", (), {"name": "REDUCTION"})()
+        self.size_hints = size_hints or {"x": 4096, "r0_": 8192}
+        self.inductor_meta = {"kernel_name": name, "num_load": num_load, "num_store": 1, "num_reduction": 1,
+                              "reduction_hint": "INNER"}
+        self.triton_meta = {"signature": {"in_ptr0": "*bf16", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32"}}
+        self.fn = type("Fn", (), {"src": f"def {name}(in_ptr0, out_ptr0, xnumel, r0_numel): ...{src_extra}"})()
+
+
+def features(k: Kernel) -> dict:
+    return coordesc.kernel_features(k)
+
+
+def entry(k: Kernel, config, ms=1.0, baseline_ms=2.0):
+    f = features(k)
+    return {"source_sha256": f["source_sha256"], "class": {c: f.get(c) for c in lc.CLASS_KEYS},
+            "size_hints": f["size_hints"], "config": config, "ms": ms, "baseline_ms": baseline_ms}
+
+
+def table_doc(entries):
+    return {"format": lc.TABLE_FORMAT, "hardware": "test-gpu", "measured": {"records": 1}, "entries": entries}
+
+
+def parse(doc) -> lc.LaunchConfigTable:
+    return lc.parse_table(json.dumps(doc).encode(), "test")
+
+
+BEST = {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 8}
+
+
+def test_lookup_by_source_then_by_the_nearest_size_of_the_same_class():
+    known = Kernel()
+    t = parse(table_doc([entry(known, BEST)]))
+    hit = t.lookup(features(known))
+    assert hit[1] == "source" and hit[0].config_dict() == BEST
+    # The same kernel compiled again under another name: the source hash masks the name.
+    assert t.lookup(features(Kernel(name="triton_red_fused_sum_7")))[1] == "source"
+    # Another size of the same class: within one octave in log2 size hints, the nearest entry.
+    near = Kernel(size_hints={"x": 4096, "r0_": 16384})
+    assert t.lookup(features(near))[1] == "nearest"
+    assert t.lookup(features(Kernel(size_hints={"x": 4096, "r0_": 65536}))) is None     # three octaves
+    assert t.lookup(features(Kernel(size_hints={"x": 4096}))) is None                   # other axes
+    assert t.lookup(features(Kernel(num_load=2, size_hints={"x": 4096, "r0_": 16384}, src_extra="+"))) is None  # other class
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(format="x"), "format must be"),
+    (lambda d: d.update(extra=1), "unknown keys"),
+    (lambda d: d.pop("measured"), "measured"),
+    (lambda d: d.update(entries=[]), "entries must be a list"),
+    (lambda d: d["entries"][0].update(source_sha256="ABC"), "source_sha256"),
+    (lambda d: d["entries"].append(dict(d["entries"][0])), "a second entry"),
+    (lambda d: d["entries"][0].update(config={"XBLOCK": 3}), "power of two"),
+    (lambda d: d["entries"][0].update(config={"BLOCK_M": 64}), "config must be"),
+    (lambda d: d["entries"][0].update(ms=-1), "ms: must be a time"),
+    (lambda d: d["entries"][0]["class"].pop("signature"), "class: must be"),
+    (lambda d: d["entries"][0].update(size_hints={"x": 0}), "size_hints.x"),
+    (lambda d: d["entries"][0].update(more=1), "exactly"),
+])
+def test_bad_tables_are_refused_with_the_reason(mutate, message):
+    doc = table_doc([entry(Kernel(), BEST)])
+    mutate(doc)
+    with pytest.raises(lc.LaunchConfigTableError, match=message):
+        parse(doc)
+
+
+def test_oversized_and_non_json_tables_are_refused():
+    with pytest.raises(lc.LaunchConfigTableError, match="over the"):
+        lc.parse_table(b" " * (lc.MAX_TABLE_BYTES + 1), "big")
+    with pytest.raises(lc.LaunchConfigTableError, match="not JSON"):
+        lc.parse_table(b"\xff{", "bin")
+
+
+@pytest.fixture
+def predict_with_table(tmp_path, monkeypatch):
+    """The hook in predict mode with a table that knows Kernel(); tables re-read."""
+    p = tmp_path / "launch.json"
+    p.write_text(json.dumps(table_doc([entry(Kernel(), BEST)])))
+    monkeypatch.setenv(lc.ENV_TABLE, str(p))
+    lc.PROCESS.launch_config_tables.clear()
+    prior = api.get_options()
+    api.install(mode="predict", force=True)
+    api.reset_prediction_stats()
+    yield p
+    api.uninstall()
+    api.set_options(mode=prior["mode"])
+    lc.PROCESS.launch_config_tables.clear()
+
+
+def tune(kernel: Kernel, start: Cfg, bench):
+    tuner = CoordescTuner(name=kernel.inductor_meta["kernel_name"], size_hints=kernel.size_hints,
+                          inductor_meta={"warp_size": 32, "max_threads_per_block": 1024})
+    with coordesc.CURRENT_KERNEL.tuning(kernel):     # what the CachingAutotuner wrapper does
+        return tuner.autotune(bench, start)
+
+
+def test_a_known_kernel_gets_the_tables_config_and_nothing_is_benchmarked(predict_with_table):
+    timed = []
+    best = tune(Kernel(), Cfg({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=4), lambda c: timed.append(c) or 1.0)
+    assert timed == []
+    assert (best.kwargs, best.num_warps, best.num_stages) == ({"XBLOCK": 1, "R0_BLOCK": 2048}, 8, 1)
+    st = api.get_prediction_stats()
+    assert st["launch_configs"] == {"predicted:source": 1}
+    assert st["launch_config_table"]["entries"] == 1
+    assert st["launch_config_table"]["source"] == str(predict_with_table)
+
+
+def test_an_unknown_kernel_walks_as_before(predict_with_table):
+    timed = []
+
+    def bench(c):
+        timed.append(c)
+        return 1.0 + abs(c.kwargs["XBLOCK"] - 8)
+
+    other = Kernel(num_load=3, src_extra=" tl.load(in_ptr1)")
+    best = tune(other, Cfg({"XBLOCK": 8, "R0_BLOCK": 512}), bench)
+    assert len(timed) > 1 and best.kwargs["XBLOCK"] == 8
+    assert api.get_prediction_stats()["launch_configs"] == {"tuned:no_entry": 1}
+
+
+def test_a_config_this_kernel_cannot_take_is_not_forced(predict_with_table):
+    # The table's config has R0_BLOCK; a persistent reduction's config has none: it walks.
+    timed = []
+    tune(Kernel(), Cfg({"XBLOCK": 8}), lambda c: timed.append(c) or 1.0)
+    assert timed
+    assert api.get_prediction_stats()["launch_configs"] == {"tuned:entry_not_valid_here": 1}
+
+
+def test_without_the_hook_in_predict_mode_every_kernel_walks(predict_with_table):
+    api.uninstall()
+    timed = []
+    tune(Kernel(), Cfg({"XBLOCK": 8, "R0_BLOCK": 512}), lambda c: timed.append(c) or 1.0)
+    assert timed
+
+
+def test_a_broken_table_is_logged_and_every_kernel_walks(tmp_path, monkeypatch, caplog):
+    p = tmp_path / "broken.json"
+    p.write_text("{}")
+    monkeypatch.setenv(lc.ENV_TABLE, str(p))
+    lc.PROCESS.launch_config_tables.clear()
+    with caplog.at_level("WARNING", logger="torch_diode"):
+        assert lc.load_table() is None
+        assert lc.load_table() is None
+    assert [r.getMessage() for r in caplog.records].count(
+        f"torch_diode: launch-config table not used: {p}: format must be '{lc.TABLE_FORMAT}'") == 1
+    lc.PROCESS.launch_config_tables.clear()
+
+
+def test_install_tuner_wraps_once():
+    assert lc.install_tuner() and lc.install_tuner()
+    assert CoordescTuner.autotune.__wrapped__ is lc._wrapped["autotune"]
