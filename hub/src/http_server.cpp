@@ -1144,6 +1144,9 @@ void HttpServer::export_dataset(const httplib::Request& req, httplib::Response& 
         }
         if (!st->gz.write({}, true, out)) return cancel();
         st->finished = true;
+        // The slot is free before the client can read the last chunk: a client that starts
+        // its next export as soon as this one ends must not find it still held.
+        st->slot.reset();
         sink.done();
         return true;
       },

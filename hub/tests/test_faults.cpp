@@ -149,6 +149,26 @@ std::string get_request(const std::string& target, const std::string& extra = ""
 
 }  // namespace
 
+// An export's slot is given back before its client can read the last chunk: one
+// client exporting again as soon as each export ends is never refused as busy,
+// even with a single slot.
+TEST(Faults, BackToBackExportsOnOneSlotAreNeverRefused) {
+  Hub h("exportseq", {"--max-concurrent-exports", "1", "--exports-per-minute", "0"});
+  h.start();
+  const std::string hw = hardware_key(tk::test_hardware());
+  auto r = h.push(wire::encode(tk::make_shard("seq", 50, 7)));
+  ASSERT_EQ(r.at(1), "ACK");
+  httplib::Client http("127.0.0.1", h.port());
+  for (int i = 0; i < 100; ++i) {
+    auto res = http.Get("/v1/datasets/" + hw);
+    ASSERT_TRUE(res) << "export " << i;
+    ASSERT_EQ(res->status, 200) << "export " << i << ": " << res->body.substr(0, 200);
+  }
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->body.find("reason=\"exports_busy\""), std::string::npos) << m->body;
+}
+
 // Fault 1: an export was built whole in memory (185 MB stored -> ~1.6 GiB of
 // hub memory), any number at once, unauthenticated, and kept being built after
 // its client had gone. Now it streams shard by shard, at most
