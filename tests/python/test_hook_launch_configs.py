@@ -177,3 +177,30 @@ def test_a_broken_table_is_logged_and_every_kernel_walks(tmp_path, monkeypatch, 
 def test_install_tuner_wraps_once():
     assert lc.install_tuner() and lc.install_tuner()
     assert CoordescTuner.autotune.__wrapped__ is lc._wrapped["autotune"]
+
+
+def test_mutated_tables_are_refused_with_the_tables_error_only():
+    """Random truncations, byte flips and value swaps of a valid table: each parses, or is
+    refused with LaunchConfigTableError naming the source; no other exception escapes."""
+    import random
+    rng = random.Random(47)
+    good = json.dumps(table_doc([entry(Kernel(), BEST), entry(Kernel(src_extra="#2"), {"XBLOCK": 64})])).encode()
+    odd = [b"null", b"-1", b"1e999", b"[]", b"{}", b'"x"', b"true", b"99999999999999999999", b"0.5"]
+    for i in range(600):
+        data = bytearray(good)
+        op = i % 3
+        if op == 0:
+            data = data[:rng.randrange(len(data))]
+        elif op == 1:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        else:   # replace one JSON value with an odd one
+            s = data.decode()
+            pos = [j for j, c in enumerate(s) if c == ":"]
+            j = rng.choice(pos) + 1
+            end = min([k for k in (s.find(",", j), s.find("}", j)) if k != -1])
+            data = bytearray((s[:j] + " " + rng.choice(odd).decode() + s[end:]).encode())
+        try:
+            lc.parse_table(bytes(data), "fuzz")
+        except lc.LaunchConfigTableError as e:
+            assert str(e).startswith("fuzz")
