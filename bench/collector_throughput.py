@@ -16,6 +16,14 @@
    re-time of collector 2.2.0 with its chase of 2.4.0), from the `<out>.stats.json`
    sidecar. Without a GPU, for finished collections:
    python bench/collector_throughput.py --breakdown A.stats.json ...
+
+With --serve-vs-oneshot K, instead: the sample is cut into K specs (small shards, as
+the fleet leases them) and collected twice, side by side in one run: one collector
+process per spec (what the agent does by default), then one `--serve` process answering
+the K specs in turn (the agent's --persistent-collector). Each arm starts with empty
+Inductor and Triton caches of its own. Printed: each arm's wall per spec and in total,
+the medians of each spec's first problem and of its other problems (the start-up a spec
+pays), and the ratio one-shot / served.
 """
 from __future__ import annotations
 
@@ -112,6 +120,75 @@ def run_inductor(problem: dict, tmp: str, timeout: float) -> tuple[float, bool, 
     data = json.load(open(out)) if os.path.exists(out) else None
     return wall, finished, data
 
+def shard_walls(path: str) -> tuple[int, list[float]]:
+    """The problems a shard holds and its per-problem wall seconds."""
+    from torch_diode import wire
+    shard = wire.decode_shard(open(path, "rb").read())
+    return len(shard.problems), list(getattr(shard, "problem_wall_s", ()) or ())
+
+
+def arm_summary(specs: list[dict]) -> dict:
+    """One arm's figures from its per-spec results ({"wall_s", "problems", "walls"})."""
+    firsts = [r["walls"][0] for r in specs if len(r["walls"]) >= 2]
+    others = [w for r in specs if len(r["walls"]) >= 2 for w in r["walls"][1:]]
+    return {"wall_s": sum(r["wall_s"] for r in specs), "problems": sum(r["problems"] for r in specs),
+            "first_problem_median_s": median(firsts) if firsts else None,
+            "other_problems_median_s": median(others) if others else None, "specs": specs}
+
+
+def serve_vs_oneshot(spec_paths: list[str], tmp: str, collect_cmd: list[str], env: dict,
+                     timeout_s: float = 3600) -> dict:
+    """Collects the specs one process each, then all through one --serve process; each arm
+    with its own empty Inductor and Triton caches. Returns both arms' figures."""
+    res = {}
+    for arm in ("oneshot", "served"):
+        aenv = dict(env, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, arm, "inductor"),
+                    TRITON_CACHE_DIR=os.path.join(tmp, arm, "triton"))
+        outs = [os.path.join(tmp, arm, f"shard{i}.msgpack") for i in range(len(spec_paths))]
+        os.makedirs(os.path.join(tmp, arm), exist_ok=True)
+        specs = []
+        if arm == "oneshot":
+            for sp, out in zip(spec_paths, outs):
+                t0 = time.perf_counter()
+                rc = subprocess.run(collect_cmd + ["--spec", sp, "--out", out], env=aenv, timeout=timeout_s).returncode
+                specs.append({"wall_s": time.perf_counter() - t0, "code": rc})
+        else:
+            proc = subprocess.Popen(collect_cmd + ["--serve"], env=aenv, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                for sp, out in zip(spec_paths, outs):
+                    t0 = time.perf_counter()
+                    proc.stdin.write(json.dumps({"spec": sp, "out": out}) + "\n")
+                    proc.stdin.flush()
+                    line = proc.stdout.readline()
+                    reply = json.loads(line) if line.strip() else {"error": "no reply (the collector ended)"}
+                    specs.append({"wall_s": time.perf_counter() - t0, "code": reply.get("code"),
+                                  **({"error": reply["error"]} if "error" in reply else {})})
+                proc.stdin.close()
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        for r, out in zip(specs, outs):
+            r["problems"], r["walls"] = shard_walls(out) if os.path.exists(out) else (0, [])
+        res[arm] = arm_summary(specs)
+    o, s = res["oneshot"]["wall_s"], res["served"]["wall_s"]
+    res["oneshot_over_served_wall"] = o / s if s else None
+    return res
+
+
+def print_serve_vs_oneshot(res: dict) -> None:
+    f = lambda x: "-" if x is None else f"{x:.2f}"
+    for arm in ("oneshot", "served"):
+        a = res[arm]
+        per = ", ".join(f"{r['wall_s']:.1f}" for r in a["specs"])
+        print(f"{arm}: {len(a['specs'])} specs, {a['problems']} problems, wall {a['wall_s']:.1f} s ({per}); "
+              f"first problem of a spec median {f(a['first_problem_median_s'])} s, "
+              f"the others {f(a['other_problems_median_s'])} s")
+    print(f"one-shot / served wall: {f(res['oneshot_over_served_wall'])}")
+
+
 def main() -> int:
     if sys.argv[1:2] == ["--breakdown"]:  # no GPU: where the seconds of finished collections went
         probs = [x for f in sys.argv[2:] for x in json.load(open(f))["problems"]]
@@ -126,6 +203,9 @@ def main() -> int:
     ap.add_argument("--inductor-timeout", type=float, default=120.0)
     ap.add_argument("--shard-id", default="")
     ap.add_argument("--first", type=int, default=0, help="resume: skip the sample's problems before this index")
+    ap.add_argument("--serve-vs-oneshot", type=int, default=0, metavar="K",
+                    help="cut the sample into K specs and collect them one process each, then through one "
+                         "--serve process (side by side; --out is then a folder for both arms' shards)")
     a = ap.parse_args()
     from torch_diode import wire
     from torch_diode.collect.sample import sample_problems
@@ -138,6 +218,18 @@ def main() -> int:
     sp = os.path.join(tmp, "spec.json")
     json.dump(spec, open(sp, "w"))
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TORCH_DIODE_AUTO_INSTALL="0")
+    if a.serve_vs_oneshot:
+        k = a.serve_vs_oneshot
+        paths = []
+        for i in range(k):
+            part = dict(spec, shard_id=f"{spec['shard_id']}/{i}", problems=spec["problems"][i::k])
+            paths.append(os.path.join(tmp, f"spec{i}.json"))
+            json.dump(part, open(paths[-1], "w"))
+        os.makedirs(a.out, exist_ok=True)
+        res = serve_vs_oneshot(paths, a.out, [sys.executable, "-m", "torch_diode.collect"], env)
+        print_serve_vs_oneshot(res)
+        json.dump(res, open(os.path.join(a.out, "serve_vs_oneshot.json"), "w"), indent=1)
+        return 0
     cmd = [sys.executable, "-m", "torch_diode.collect", "--spec", sp, "--out", a.out]
     if a.deadline_s:
         cmd += ["--deadline-s", str(a.deadline_s)]

@@ -48,3 +48,58 @@ def test_breakdown_sums_static_chased_of_collector_2_4_0():
     b = ct.stage_breakdown(probs)
     assert b["static_chased"] == 3 and b["static_beaten"] == 1
     assert "static_chased" not in ct.stage_breakdown([{"wall_s": 1.0, "static": 3}])
+
+
+FAKE_COLLECTOR = r'''
+import json, os, sys, time
+from torch_diode import wire
+from torch_diode.collect import records
+STARTUP, COLD, WARM = 0.3, 0.2, 0.01
+warm = False
+def collect(spec_path, out):
+    global warm
+    spec = json.load(open(spec_path))
+    probs = [wire.problem_from_json(p) for p in spec["problems"]]
+    walls = [WARM if warm else COLD] + [WARM] * (len(probs) - 1)
+    time.sleep(sum(walls))
+    warm = True
+    hw = wire.HardwareId(vendor="nvidia", device_name="NVIDIA H100 80GB HBM3")
+    open(out, "wb").write(records.build_shard(spec["shard_id"], "s", hw, "fake", "", probs, [],
+                                              problem_wall_s=walls))
+    return 0
+time.sleep(STARTUP)
+if sys.argv[1] == "--serve":
+    for line in sys.stdin:
+        req = json.loads(line)
+        print(json.dumps({"out": req["out"], "code": collect(req["spec"], req["out"])}), flush=True)
+else:
+    sys.exit(collect(sys.argv[2], sys.argv[4]))
+'''
+
+
+def test_serve_vs_oneshot_runs_both_arms_side_by_side(tmp_path, capsys):
+    from torch_diode import wire
+    fake = tmp_path / "fake_collector.py"
+    fake.write_text(FAKE_COLLECTOR)
+    p = wire.problem_from_json({"op": "mm", "batch": 1, "m": 64, "n": 64, "k": 64, "dtype_a": "float16",
+                                "dtype_b": "float16", "dtype_out": "float16", "trans_a": False,
+                                "trans_b": False, "bias": "none", "alpha": 1.0, "beta": 0.0})
+    specs = []
+    for i in range(3):
+        specs.append(str(tmp_path / f"spec{i}.json"))
+        json.dump({"shard_id": f"t/{i}", "problems": [wire.to_json(p)] * 3}, open(specs[-1], "w"))
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT / "python"))
+    res = ct.serve_vs_oneshot(specs, str(tmp_path / "out"), [sys.executable, str(fake)], env)
+    one, served = res["oneshot"], res["served"]
+    assert [s["code"] for s in one["specs"]] == [0, 0, 0] == [s["code"] for s in served["specs"]]
+    assert one["problems"] == served["problems"] == 9
+    # One-shot: every spec's first problem is cold; served: only the first spec's.
+    assert one["first_problem_median_s"] == 0.2 and served["first_problem_median_s"] == 0.01
+    assert one["other_problems_median_s"] == served["other_problems_median_s"] == 0.01
+    # Three start-ups against one: the served arm is faster by about 2 x (0.3 + 0.2) s.
+    assert one["wall_s"] - served["wall_s"] > 0.7
+    assert res["oneshot_over_served_wall"] > 1.5
+    ct.print_serve_vs_oneshot(res)
+    out = capsys.readouterr().out
+    assert "oneshot: 3 specs, 9 problems" in out and "served: 3 specs, 9 problems" in out
+    assert "one-shot / served wall: " in out
