@@ -16,8 +16,8 @@ agent's spool, so a second call continues the sweep (device machines keep .carry
 warm). Copies the export, `diode status`, `diode dataset stats` and the logs to --out.
 
 The agent takes its other settings from the environment (docs/operations.md): with
-DIODE_AGENT_PERSISTENT_COLLECTOR=1 it keeps one collector across shards (`dataset stats`
-then shows the first problem of each shard at about the others' wall time).
+DIODE_AGENT_PERSISTENT_COLLECTOR=1 it keeps one collector across shards; compare the
+`diode dataset stats` first-problem and other-problem medians of the two ways.
 """
 from __future__ import annotations
 

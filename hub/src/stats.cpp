@@ -53,8 +53,9 @@ struct MethodStats {
   std::map<std::string, OkRecords> by_collector;
   std::map<std::string, uint64_t> collectors;  // shards per collector
   std::vector<double> wall_s;                   // one per problem with a recorded wall time
-  // Shards with at least two wall times: the first problem's (it pays the
-  // collector's start-up: imports, compile pools, first lowering) and the others'.
+  // Shards with at least two wall times: the first problem kept's (a one-shot
+  // collector's first lowering and compile-pool warm-up; imports and CUDA set-up
+  // come before it and are in no wall time) and the others'.
   std::vector<double> first_wall_s, other_wall_s;
   static double median_of(std::vector<double>& v) {
     std::sort(v.begin(), v.end());

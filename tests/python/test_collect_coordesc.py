@@ -15,14 +15,7 @@ from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner  # no
 from torch_diode.collect import coordesc  # noqa: E402
 
 
-class Cfg:
-    """The attributes of triton.Config that the tuner reads and writes."""
-
-    def __init__(self, kwargs, num_warps=4, num_stages=1):
-        self.kwargs, self.num_warps, self.num_stages = dict(kwargs), num_warps, num_stages
-
-    def __repr__(self):
-        return f"Cfg({self.kwargs}, num_warps={self.num_warps})"
+from _coordesc_fakes import Cfg, Kernel, tune  # noqa: E402
 
 
 def kernel_ms(cfg):
@@ -121,16 +114,21 @@ def test_kernel_features_of_a_caching_autotuner():
     assert coordesc.kernel_features(other)["source_sha256"] != f["source_sha256"]
 
 
-def test_the_caching_autotuner_wrapper_gives_the_record_its_kernel_features():
-    # What the CachingAutotuner._coordinate_descent_tuning wrapper does around the walk.
+def test_inductors_own_tuning_method_gives_the_record_its_kernel_features():
+    # torch's CachingAutotuner._coordinate_descent_tuning, wrapped by CURRENT_KERNEL, runs the walk.
+    k = Kernel(size_hints={"x": 1 << 20, "r0_": 1024},
+               ms=lambda c: 1.0 + abs(c.kwargs["XBLOCK"].bit_length() - 9) * 0.1)
     with coordesc.CoordescRecorder() as rec:
-        with coordesc.CURRENT_KERNEL.tuning(FakeAutotuner()):
-            tuner().autotune(kernel_ms, Cfg({"XBLOCK": 1024}, num_warps=4))
-        assert coordesc.CURRENT_KERNEL.get() is None
+        best = tune(k, Cfg({"XBLOCK": 1024, "R0_BLOCK": 8}, num_warps=4))
+    assert best.kwargs["XBLOCK"] == 256
+    assert k.seen_as_current and all(x is k for x in k.seen_as_current)
+    assert coordesc.CURRENT_KERNEL.get() is None
     [r] = rec.records
-    assert r["features"]["heuristic_type"] == "POINTWISE"
-    assert r["features"]["num_load"] == 2
+    assert r["features"]["heuristic_type"] == "REDUCTION"
+    assert r["features"]["num_load"] == 1
     assert r["best"]["config"]["XBLOCK"] == 256
+    assert [t["config"] for t in r["trials"]] == [coordesc.config_dict(c) for c in k.timed]
+    assert k.saved == [best]          # Inductor saved its walk's winner, as without the recorder
 
 
 def test_load_skips_a_torn_last_line_and_names_a_bad_one(tmp_path):
@@ -162,3 +160,22 @@ def test_summarize():
     assert s["speedup_geomean"] == pytest.approx(2.0)          # sqrt(4 * 1)
     assert (s["baseline_ms"], s["best_ms"]) == (pytest.approx(5.0), pytest.approx(2.0))
     assert s["best_over_baseline_time"] == pytest.approx(2.0 / 5.0)
+
+
+def test_uninstall_keeps_a_wrapper_installed_after_the_recorder():
+    orig = CoordescTuner.__dict__["autotune"]
+    rec = coordesc.CoordescRecorder().install()
+    recorder_wrapper = CoordescTuner.__dict__["autotune"]
+    calls = []
+
+    def later(tuner, func, baseline, timing=None):     # e.g. the hook's predictor, installed later
+        calls.append(1)
+        return recorder_wrapper(tuner, func, baseline, timing)
+    CoordescTuner.autotune = later
+    try:
+        rec.uninstall()
+        assert CoordescTuner.__dict__["autotune"] is later      # not dropped
+        tuner().autotune(kernel_ms, Cfg({"XBLOCK": 64}))
+        assert calls == [1] and rec.records == []               # the recorder passes through
+    finally:
+        CoordescTuner.autotune = orig

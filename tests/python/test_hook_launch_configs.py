@@ -1,8 +1,8 @@
 """Predict mode's launch configs (torch_diode/hook/launch_configs.py): the table format,
 the lookup, and the wrapper around Inductor's real CoordescTuner.
 
-The tuner is torch's own; the kernel is simulated (the config attributes the tuner reads,
-and a CachingAutotuner's feature attributes), so no GPU or Triton is needed. Whether the
+Inductor's own CachingAutotuner._coordinate_descent_tuning and CoordescTuner run on
+simulated kernels (tests/python/_coordesc_fakes.py), so no GPU or Triton is needed. Whether the
 table's configs make real models faster is the GPU's question (bench/models.py
 --record-coordesc, then a table, then diode_ma with TORCH_DIODE_LAUNCH_CONFIG_TABLE)."""
 from __future__ import annotations
@@ -18,21 +18,7 @@ from torch_diode.collect import coordesc  # noqa: E402
 from torch_diode.hook import api, launch_configs as lc  # noqa: E402
 
 
-class Cfg:
-    def __init__(self, kwargs, num_warps=4, num_stages=1):
-        self.kwargs, self.num_warps, self.num_stages = dict(kwargs), num_warps, num_stages
-
-
-class Kernel:
-    """The CachingAutotuner attributes kernel_features reads."""
-
-    def __init__(self, name="triton_red_fused_sum_0", size_hints=None, num_load=1, src_extra=""):
-        self.heuristic_type = type("HeuristicType", (), {"name": "REDUCTION"})()
-        self.size_hints = size_hints or {"x": 4096, "r0_": 8192}
-        self.inductor_meta = {"kernel_name": name, "num_load": num_load, "num_store": 1, "num_reduction": 1,
-                              "reduction_hint": "INNER"}
-        self.triton_meta = {"signature": {"in_ptr0": "*bf16", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32"}}
-        self.fn = type("Fn", (), {"src": f"def {name}(in_ptr0, out_ptr0, xnumel, r0_numel): ...{src_extra}"})()
+from _coordesc_fakes import Cfg, Kernel, tune  # noqa: E402
 
 
 def features(k: Kernel) -> dict:
@@ -76,13 +62,15 @@ def test_lookup_by_source_then_by_the_nearest_size_of_the_same_class():
     (lambda d: d.update(extra=1), "unknown keys"),
     (lambda d: d.pop("measured"), "measured"),
     (lambda d: d.update(entries=[]), "entries must be a list"),
-    (lambda d: d["entries"][0].update(source_sha256="ABC"), "source_sha256"),
+    (lambda d: d["entries"][0].update(source_sha256="ABC"), "source_sha256 must be"),
     (lambda d: d["entries"].append(dict(d["entries"][0])), "a second entry"),
     (lambda d: d["entries"][0].update(config={"XBLOCK": 3}), "power of two"),
     (lambda d: d["entries"][0].update(config={"BLOCK_M": 64}), "config must be"),
-    (lambda d: d["entries"][0].update(ms=-1), "ms: must be a time"),
-    (lambda d: d["entries"][0]["class"].pop("signature"), "class: must be"),
-    (lambda d: d["entries"][0].update(size_hints={"x": 0}), "size_hints.x"),
+    (lambda d: d["entries"][0].update(config={"num_warps": 64}), "num_warps must be an int in"),
+    (lambda d: d["entries"][0].update(config={"num_stages": 9}), "num_stages must be an int in"),
+    (lambda d: d["entries"][0].update(ms=-1), "ms must be a positive finite number of ms"),
+    (lambda d: d["entries"][0]["class"].pop("signature"), "class must be"),
+    (lambda d: d["entries"][0].update(size_hints={"x": 0}), "size_hints: x must be an int"),
     (lambda d: d["entries"][0].update(more=1), "exactly"),
 ])
 def test_bad_tables_are_refused_with_the_reason(mutate, message):
@@ -115,50 +103,89 @@ def predict_with_table(tmp_path, monkeypatch):
     lc.PROCESS.launch_config_tables.clear()
 
 
-def tune(kernel: Kernel, start: Cfg, bench):
-    tuner = CoordescTuner(name=kernel.inductor_meta["kernel_name"], size_hints=kernel.size_hints,
-                          inductor_meta={"warp_size": 32, "max_threads_per_block": 1024})
-    with coordesc.CURRENT_KERNEL.tuning(kernel):     # what the CachingAutotuner wrapper does
-        return tuner.autotune(bench, start)
+def faster_at(x: int):
+    """A kernel's time: best at XBLOCK=x, R0_BLOCK=2048, num_warps=8."""
+    return lambda c: (1.0 + abs(c.kwargs["XBLOCK"].bit_length() - x.bit_length()) * 0.2
+                      + abs(c.kwargs.get("R0_BLOCK", 2048).bit_length() - 12) * 0.1 + abs(c.num_warps.bit_length() - 4) * 0.1)
 
 
-def test_a_known_kernel_gets_the_tables_config_and_nothing_is_benchmarked(predict_with_table):
-    timed = []
-    best = tune(Kernel(), Cfg({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=4), lambda c: timed.append(c) or 1.0)
-    assert timed == []
-    assert (best.kwargs, best.num_warps, best.num_stages) == ({"XBLOCK": 1, "R0_BLOCK": 2048}, 8, 1)
+START = Cfg({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=4)
+
+
+def test_a_known_kernel_takes_the_tables_config_after_two_timings(predict_with_table):
+    k = Kernel(ms=faster_at(1))
+    best = tune(k, START)
+    # The table's config and the start, each timed once: no walk.
+    assert k.timed == [Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8), START]
+    assert best == Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8)
+    assert k.saved == []          # not written to Inductor's autotune cache
     st = api.get_prediction_stats()
     assert st["launch_configs"] == {"predicted:source": 1}
     assert st["launch_config_table"]["entries"] == 1
     assert st["launch_config_table"]["source"] == str(predict_with_table)
 
 
+def test_where_the_start_is_faster_the_start_is_kept(predict_with_table):
+    k = Kernel(ms=lambda c: 1.0 if c == START else 2.0)
+    assert tune(k, START) == START
+    assert len(k.timed) == 2 and k.saved == []
+    assert api.get_prediction_stats()["launch_configs"] == {"start_faster:source": 1}
+
+
+def test_a_table_config_that_fails_here_makes_the_kernel_walk(predict_with_table):
+    def ms(c):
+        if c.kwargs["XBLOCK"] == 1 and c.kwargs["R0_BLOCK"] == 2048:
+            raise RuntimeError("out of resources")
+        return faster_at(8)(c)
+    k = Kernel(ms=ms)
+    best = tune(k, START)
+    assert len(k.timed) > 2 and best.kwargs["XBLOCK"] == 8
+    assert k.saved == [best]      # Inductor's own walk, cached as usual
+    assert api.get_prediction_stats()["launch_configs"] == {"tuned:entry_failed_here": 1}
+
+
 def test_an_unknown_kernel_walks_as_before(predict_with_table):
-    timed = []
-
-    def bench(c):
-        timed.append(c)
-        return 1.0 + abs(c.kwargs["XBLOCK"] - 8)
-
-    other = Kernel(num_load=3, src_extra=" tl.load(in_ptr1)")
-    best = tune(other, Cfg({"XBLOCK": 8, "R0_BLOCK": 512}), bench)
-    assert len(timed) > 1 and best.kwargs["XBLOCK"] == 8
+    k = Kernel(num_load=3, src_extra=" tl.load(in_ptr1)", ms=faster_at(8))
+    best = tune(k, START)
+    assert len(k.timed) > 2 and best.kwargs["XBLOCK"] == 8
     assert api.get_prediction_stats()["launch_configs"] == {"tuned:no_entry": 1}
 
 
 def test_a_config_this_kernel_cannot_take_is_not_forced(predict_with_table):
-    # The table's config has R0_BLOCK; a persistent reduction's config has none: it walks.
-    timed = []
-    tune(Kernel(), Cfg({"XBLOCK": 8}), lambda c: timed.append(c) or 1.0)
-    assert timed
+    # A persistent reduction's config has no R0_BLOCK, which the table's config sets.
+    k = Kernel()
+    tune(k, Cfg({"XBLOCK": 8}))
+    assert len(k.timed) > 2
     assert api.get_prediction_stats()["launch_configs"] == {"tuned:entry_not_valid_here": 1}
+
+
+def test_a_nearest_entry_beyond_this_kernels_limits_is_not_forced(tmp_path, monkeypatch):
+    # The table knows a kernel of x size hint 64 at XBLOCK=64; this one, the nearest of its
+    # class, has x hint 32: XBLOCK=64 is beyond the walk's bound (min(TRITON_MAX_BLOCK, hint)).
+    big = Kernel(size_hints={"x": 64, "r0_": 8192})
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(table_doc([entry(big, {"XBLOCK": 64, "num_warps": 8})])))
+    monkeypatch.setenv(lc.ENV_TABLE, str(p))
+    lc.PROCESS.launch_config_tables.clear()
+    api.install(mode="predict", force=True)
+    api.reset_prediction_stats()
+    try:
+        small = Kernel(size_hints={"x": 32, "r0_": 8192}, src_extra="#small")
+        assert small.coordesc_tuner.value_too_large("XBLOCK", 64)
+        tune(small, Cfg({"XBLOCK": 8, "R0_BLOCK": 512}))
+        assert api.get_prediction_stats()["launch_configs"] == {"tuned:entry_not_valid_here": 1}
+        cfg = lc.predicted_config(small.coordesc_tuner, Cfg({"XBLOCK": 8, "R0_BLOCK": 512}), {"num_warps": 64})
+        assert cfg is None        # beyond the GPU's warps (1024 threads / 32)
+    finally:
+        api.uninstall()
+        lc.PROCESS.launch_config_tables.clear()
 
 
 def test_without_the_hook_in_predict_mode_every_kernel_walks(predict_with_table):
     api.uninstall()
-    timed = []
-    tune(Kernel(), Cfg({"XBLOCK": 8, "R0_BLOCK": 512}), lambda c: timed.append(c) or 1.0)
-    assert timed
+    k = Kernel(ms=faster_at(8))
+    tune(k, START)
+    assert len(k.timed) > 2
 
 
 def test_a_broken_table_is_logged_and_every_kernel_walks(tmp_path, monkeypatch, caplog):

@@ -7,13 +7,12 @@ import json
 import pytest
 
 pytest.importorskip("torch")
-from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner  # noqa: E402
 
 from torch_diode.collect import coordesc  # noqa: E402
 from torch_diode.hook import launch_configs as lc  # noqa: E402
 from torch_diode.tools import launch_config_table as tool  # noqa: E402
 
-from test_hook_launch_configs import Cfg, Kernel  # noqa: E402
+from _coordesc_fakes import Cfg, Kernel, tune  # noqa: E402
 
 
 def kernel_ms(best_x: int):
@@ -26,10 +25,8 @@ def record(path, model, kernels):
     with coordesc.CoordescRecorder(str(path)) as rec:
         rec.tags = {"model": model}
         for k, best_x in kernels:
-            tuner = CoordescTuner(name=k.inductor_meta["kernel_name"], size_hints=k.size_hints,
-                                  inductor_meta={"warp_size": 32, "max_threads_per_block": 1024})
-            with coordesc.CURRENT_KERNEL.tuning(k):
-                tuner.autotune(kernel_ms(best_x), Cfg({"XBLOCK": 8, "R0_BLOCK": 512}))
+            k.ms = kernel_ms(best_x)
+            tune(k, Cfg({"XBLOCK": 8, "R0_BLOCK": 512}))
     return str(path)
 
 
@@ -80,3 +77,35 @@ def test_errors_name_the_file(tmp_path, capsys):
     empty.write_text("")
     assert tool.main(["build", str(empty), "--hardware", "h", "--out", str(tmp_path / "t.json")]) == 2
     assert "nothing to tabulate" in capsys.readouterr().err
+
+
+def rec(model, sha, base, best, trials):
+    return {"format": coordesc.FORMAT, "name": "k", "tags": {"model": model}, "tune_s": 1.0,
+            "features": dict(coordesc.kernel_features(Kernel()), source_sha256=sha),
+            "baseline": {"config": base, "ms": trials[0][1]}, "best": {"config": best, "ms": min(m for _, m in trials)},
+            "trials": [{"config": c, "ms": m} for c, m in trials]}
+
+
+def test_a_winner_that_moved_a_field_no_table_holds_is_not_tabulated():
+    base = {"XBLOCK": 8, "NUM_STAGES": 1, "num_warps": 4, "num_stages": 1}
+    moved = {"XBLOCK": 16, "NUM_STAGES": 2, "num_warps": 4, "num_stages": 1}   # a mix-order reduction's field
+    r = rec("a", "a" * 64, base, moved, [(base, 2.0), (moved, 1.0)])
+    # Its trial XBLOCK=16 with NUM_STAGES=2 is not "the start plus table fields": left out,
+    # and the record itself is not tabulable, so nothing is built.
+    assert not tool.tabulable(r)
+    assert tool.build_entries([r]) == []
+    same = dict(r, best={"config": {**base, "XBLOCK": 16}, "ms": 1.5},
+                trials=[{"config": base, "ms": 2.0}, {"config": {**base, "XBLOCK": 16}, "ms": 1.5},
+                        {"config": moved, "ms": 1.0}])
+    [e] = tool.build_entries([same])
+    assert e["config"] == {"XBLOCK": 16, "num_warps": 4, "num_stages": 1} and e["ms"] == 1.5
+
+
+def test_replay_gives_no_verdict_when_most_hits_are_untimed(capsys):
+    base = {"XBLOCK": 8, "num_warps": 4, "num_stages": 1}
+    a = rec("a", "b" * 64, base, {**base, "XBLOCK": 64}, [(base, 2.0), ({**base, "XBLOCK": 64}, 1.0)])
+    # Held out "b": the same kernel, whose walk never timed XBLOCK=64 (it went down, not up).
+    b = rec("b", "b" * 64, base, {**base, "XBLOCK": 4}, [(base, 2.0), ({**base, "XBLOCK": 4}, 1.8)])
+    s = tool.replay([a, b])["per"]["b"]
+    assert (s["source"], s["untimed"], s["vs_best"]) == (1, 1, [])
+    assert "no verdict" in tool._line("model=b", s)

@@ -161,12 +161,14 @@ class CoordescRecorder:
         self.tags: dict = {}
         self._clock = clock
         self._undo: list[Callable[[], None]] = []
+        self._recording = False
         self._lock = threading.Lock()
 
     # -- installing ---------------------------------------------------------------
     def install(self) -> "CoordescRecorder":
         if self._undo:
             raise RuntimeError("CoordescRecorder is already installed")
+        self._recording = True
         from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner
         self._patch(CoordescTuner, "autotune", self._wrap_autotune)
         CURRENT_KERNEL.install()
@@ -184,13 +186,24 @@ class CoordescRecorder:
 
     def _patch(self, cls: type, name: str, make: Callable[[Callable], Callable]) -> None:
         orig = cls.__dict__[name]
-        setattr(cls, name, make(orig))
-        self._undo.append(lambda: setattr(cls, name, orig))
+        wrapper = make(orig)
+        setattr(cls, name, wrapper)
+
+        def undo():
+            # Restore only what this recorder replaced: a wrapper installed after it (the
+            # hook's launch-config predictor, hook/launch_configs.py) stays, and this one,
+            # still below it, passes through from now on.
+            self._recording = False
+            if cls.__dict__.get(name) is wrapper:
+                setattr(cls, name, orig)
+        self._undo.append(undo)
 
     def _wrap_autotune(self, orig: Callable) -> Callable:
         recorder = self
 
         def autotune(tuner, func, baseline_config, baseline_timing=None):
+            if not recorder._recording:
+                return orig(tuner, func, baseline_config, baseline_timing)
             trials: list[dict] = []
 
             def timed(cfg):

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import zero_config
+from . import tables, zero_config
 from .state import PROCESS, active_state
 
 log = logging.getLogger("torch_diode")
@@ -62,7 +62,7 @@ MAX_LOG2_DISTANCE = 1.0                  # nearest entry at most one octave away
 DEFAULT_MARGIN = 0.03                    # the reduction must have beaten cuBLAS by 3% on the nearest entry
 
 
-class GemvTableError(ValueError):
+class GemvTableError(tables.TableError):
     """A table that is not a valid torch_diode.gemv_table/1 document."""
 
 
@@ -86,22 +86,12 @@ def log2_distance(n1: int, k1: int, n2: int, k2: int) -> float:
     return math.hypot(math.log2(n1 / n2), math.log2(k1 / k2))
 
 
-def _pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
 def _int(obj: dict, key: str, lo: int, hi: int, where: str) -> int:
-    v = obj.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise GemvTableError(f"{where}: {key} must be an int in [{lo}, {hi}], got {v!r}")
-    return v
+    return tables.bounded_int(obj, key, lo, hi, where, GemvTableError)
 
 
 def _us(obj: dict, key: str, where: str) -> float:
-    v = obj.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v < 1e9:
-        raise GemvTableError(f"{where}: {key} must be a positive finite number of microseconds, got {v!r}")
-    return float(v)
+    return tables.positive_number(obj, key, "microseconds", where, GemvTableError)
 
 
 def parse_config(cfg: Any, where: str) -> tuple:
@@ -113,7 +103,7 @@ def parse_config(cfg: Any, where: str) -> tuple:
     r = _int(cfg, "R0_BLOCK", 1, 65536, where)
     w = _int(cfg, "num_warps", 1, 32, where)
     s = _int(cfg, "num_stages", 1, 8, where)
-    if not (_pow2(x) and _pow2(r) and _pow2(w)):
+    if not (tables.pow2(x) and tables.pow2(r) and tables.pow2(w)):
         raise GemvTableError(f"{where}: XBLOCK, R0_BLOCK and num_warps must be powers of two, got {cfg!r}")
     return (("XBLOCK", x), ("R0_BLOCK", r), ("num_warps", w), ("num_stages", s))
 
@@ -152,25 +142,7 @@ class GemvTable:
 
 def parse_table(data: bytes, source: str = "<bytes>") -> GemvTable:
     """Strictly parses a table document (bounded size, exact keys, sane values)."""
-    if len(data) > MAX_TABLE_BYTES:
-        raise GemvTableError(f"{source}: {len(data)} bytes, over the {MAX_TABLE_BYTES}-byte limit")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise GemvTableError(f"{source}: not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT:
-        raise GemvTableError(f"{source}: format must be {TABLE_FORMAT!r}")
-    extra = set(doc) - {"format", "hardware", "measured", "entries"}
-    if extra:
-        raise GemvTableError(f"{source}: unknown keys {sorted(extra)}")
-    hw = doc.get("hardware")
-    if not isinstance(hw, str) or not 0 < len(hw) <= 128:
-        raise GemvTableError(f"{source}: hardware must be a hardware key")
-    if not isinstance(doc.get("measured"), dict):
-        raise GemvTableError(f"{source}: measured (the provenance: date, GPU, torch, command) must be an object")
-    raw = doc.get("entries")
-    if not isinstance(raw, list) or not 0 < len(raw) <= MAX_ENTRIES:
-        raise GemvTableError(f"{source}: entries must be a list of 1-{MAX_ENTRIES} objects")
+    hw, _, raw = tables.parse_document(data, source, TABLE_FORMAT, MAX_TABLE_BYTES, MAX_ENTRIES, GemvTableError)
     entries, seen = [], set()
     for i, r in enumerate(raw):
         where = f"{source}: entries[{i}]"
@@ -201,21 +173,9 @@ def load_table(hardware_key: str | None) -> GemvTable | None:
         path = TABLE_DIR / f"{hardware_key}.json"
     else:
         return None
-    key = str(path)
-    tables = PROCESS.gemv_tables        # path -> table, or None (state.py)
-    with PROCESS.lock:
-        if key not in tables:
-            table = None
-            if path.is_file():
-                try:
-                    table = parse_table(path.read_bytes(), str(path))
-                    if not path_s and table.hardware != hardware_key:
-                        raise GemvTableError(f"{path}: made for {table.hardware}, not {hardware_key}")
-                except (OSError, GemvTableError) as e:
-                    log.warning("torch_diode: GEMV table not used: %s", e)
-                    table = None
-            tables[key] = table
-        return tables[key]
+    # a shipped table must have been made for this GPU; one the user names is used as given
+    return tables.load_once(path, PROCESS.gemv_tables, parse_table, "GEMV table",
+                            hardware=None if path_s else hardware_key)
 
 
 # --------------------------------------------------------------- shapes

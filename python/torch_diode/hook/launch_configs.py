@@ -8,11 +8,16 @@ max-autotune's remaining compile time is that walk once the GEMMs are predicted.
 
 With a table (`TORCH_DIODE_LAUNCH_CONFIG_TABLE`, format below; none is shipped yet) and the
 hook installed in predict mode, `install_tuner` wraps `CoordescTuner.autotune` once per
-process: for a kernel the table knows, the walk is replaced by the table's config (built
-from the heuristics' config with the table's fields set, and valid for this kernel's size
-hints by the tuner's own check); Inductor then compiles that one config, marks it found by
-coordinate descent and caches it as it would its own winner. Any other kernel, and every
-kernel while the hook is not installed in predict mode, walks as before.
+process. For a kernel the table knows, the walk is replaced by two timings: the table's
+config (the heuristics' config with the table's fields set, each within the limits the walk
+itself keeps: the tuner's tunable and unfrozen fields, `value_too_large` / `value_too_small`
+for this kernel's size hints and the GPU's warps, `is_valid_config`) and the heuristics'
+start; the faster is Inductor's winner. A table config that fails to compile or run makes
+that kernel walk as before, so a table can cost a compile two timings but never break it or
+make a kernel slower than its start. A predicted winner is not written to Inductor's
+autotune cache (the kernel's `save_cache_hook` is dropped): the next process predicts it
+again, and a run without the table never inherits it. Any other kernel, and every kernel
+while the hook is not installed in predict mode, walks as before.
 
 A kernel is known by (collect/coordesc.py's `kernel_features`, read the same way when the
 table's records were collected and here):
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..collect.coordesc import CURRENT_KERNEL, kernel_features
+from . import tables
 from .state import PROCESS, active_state
 
 log = logging.getLogger("torch_diode")
@@ -48,12 +54,14 @@ CLASS_KEYS = ("heuristic_type", "num_load", "num_store", "num_reduction", "reduc
 ENTRY_KEYS = frozenset({"source_sha256", "class", "size_hints", "config", "ms", "baseline_ms"})
 MAX_ENTRIES = 65536
 MAX_TABLE_BYTES = 32 << 20
-MAX_BLOCK = 1 << 16
+MAX_BLOCK = 1 << 16       # blocks; the walk's own limits (TRITON_MAX_BLOCK, size hints) apply at use
+MAX_WARPS = 32
+MAX_STAGES = 8
 MAX_SIZE_HINT = 1 << 40
 MAX_LOG2_DISTANCE = 1.0
 
 
-class LaunchConfigTableError(ValueError):
+class LaunchConfigTableError(tables.TableError):
     """A table that is not a valid torch_diode.launch_config_table/1 document."""
 
 
@@ -107,51 +115,26 @@ class LaunchConfigTable:
         return (best[0], "nearest") if best else None
 
 
-def _int(v: Any, lo: int, hi: int, where: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise LaunchConfigTableError(f"{where}: must be an integer in [{lo}, {hi}]")
-    return v
-
-
-def _ms(v: Any, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e7 or not math.isfinite(v):
-        raise LaunchConfigTableError(f"{where}: must be a time in ms, > 0")
-    return float(v)
-
-
 def parse_config(cfg: Any, where: str) -> tuple:
+    """A launch config: blocks powers of two up to MAX_BLOCK, num_warps a power of two up to
+    MAX_WARPS, num_stages 1-MAX_STAGES; other keys are refused."""
     if not isinstance(cfg, dict) or not cfg or set(cfg) - set(CONFIG_KEYS):
-        raise LaunchConfigTableError(f"{where}: config must be an object of {CONFIG_KEYS}")
+        raise LaunchConfigTableError(f"{where}: config must be an object of some of {CONFIG_KEYS}, got {cfg!r}")
     out = []
     for k in CONFIG_KEYS:
         if k in cfg:
-            v = _int(cfg[k], 1, MAX_BLOCK, f"{where}.{k}")
-            if k != "num_stages" and v & (v - 1):
-                raise LaunchConfigTableError(f"{where}.{k}: must be a power of two")
+            hi = MAX_WARPS if k == "num_warps" else MAX_STAGES if k == "num_stages" else MAX_BLOCK
+            v = tables.bounded_int(cfg, k, 1, hi, where, LaunchConfigTableError)
+            if k != "num_stages" and not tables.pow2(v):
+                raise LaunchConfigTableError(f"{where}: {k} must be a power of two, got {v!r}")
             out.append((k, v))
     return tuple(out)
 
 
 def parse_table(data: bytes, source: str = "<bytes>") -> LaunchConfigTable:
     """Strictly parses a table document (bounded size, exact keys, sane values)."""
-    if len(data) > MAX_TABLE_BYTES:
-        raise LaunchConfigTableError(f"{source}: {len(data)} bytes, over the {MAX_TABLE_BYTES}-byte limit")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise LaunchConfigTableError(f"{source}: not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT:
-        raise LaunchConfigTableError(f"{source}: format must be {TABLE_FORMAT!r}")
-    if set(doc) - {"format", "hardware", "measured", "entries"}:
-        raise LaunchConfigTableError(f"{source}: unknown keys {sorted(set(doc) - {'format', 'hardware', 'measured', 'entries'})}")
-    hw = doc.get("hardware")
-    if not isinstance(hw, str) or not 0 < len(hw) <= 128:
-        raise LaunchConfigTableError(f"{source}: hardware must be a hardware key")
-    if not isinstance(doc.get("measured"), dict):
-        raise LaunchConfigTableError(f"{source}: measured (the provenance: records, GPU, torch) must be an object")
-    raw = doc.get("entries")
-    if not isinstance(raw, list) or not 0 < len(raw) <= MAX_ENTRIES:
-        raise LaunchConfigTableError(f"{source}: entries must be a list of 1-{MAX_ENTRIES} objects")
+    hw, _, raw = tables.parse_document(data, source, TABLE_FORMAT, MAX_TABLE_BYTES, MAX_ENTRIES,
+                                       LaunchConfigTableError)
     entries, seen = [], set()
     for i, r in enumerate(raw):
         where = f"{source}: entries[{i}]"
@@ -159,54 +142,56 @@ def parse_table(data: bytes, source: str = "<bytes>") -> LaunchConfigTable:
             raise LaunchConfigTableError(f"{where}: must be an object with exactly {sorted(ENTRY_KEYS)}")
         sha = r["source_sha256"]
         if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-            raise LaunchConfigTableError(f"{where}.source_sha256: must be 64 lowercase hex digits")
+            raise LaunchConfigTableError(f"{where}: source_sha256 must be 64 lowercase hex digits")
         if sha in seen:
             raise LaunchConfigTableError(f"{where}: a second entry for source {sha[:16]}")
         seen.add(sha)
         klass = r["class"]
         if not isinstance(klass, dict) or set(klass) != set(CLASS_KEYS):
-            raise LaunchConfigTableError(f"{where}.class: must be an object with exactly {list(CLASS_KEYS)}")
+            raise LaunchConfigTableError(f"{where}: class must be an object with exactly {list(CLASS_KEYS)}")
         hints = r["size_hints"]
         if not isinstance(hints, dict) or not 0 < len(hints) <= 4 or \
                 not all(isinstance(k, str) and len(k) <= 8 for k in hints):
-            raise LaunchConfigTableError(f"{where}.size_hints: must map 1-4 axis names to sizes")
-        size_hints = tuple(sorted((k, _int(v, 1, MAX_SIZE_HINT, f"{where}.size_hints.{k}")) for k, v in hints.items()))
-        entries.append(Entry(sha, kernel_class(klass), size_hints, parse_config(r["config"], f"{where}.config"),
-                             _ms(r["ms"], f"{where}.ms"), _ms(r["baseline_ms"], f"{where}.baseline_ms")))
+            raise LaunchConfigTableError(f"{where}: size_hints must map 1-4 axis names to sizes")
+        size_hints = tuple(sorted((k, tables.bounded_int(hints, k, 1, MAX_SIZE_HINT, f"{where}: size_hints",
+                                                         LaunchConfigTableError)) for k in hints))
+        entries.append(Entry(sha, kernel_class(klass), size_hints, parse_config(r["config"], where),
+                             tables.positive_number(r, "ms", "ms", where, LaunchConfigTableError, 1e7),
+                             tables.positive_number(r, "baseline_ms", "ms", where, LaunchConfigTableError, 1e7)))
     return LaunchConfigTable(hw, entries, hashlib.sha256(data).hexdigest()[:16], source)
 
 
 def load_table() -> LaunchConfigTable | None:
-    """The table named by $TORCH_DIODE_LAUNCH_CONFIG_TABLE, parsed once per path; None when
-    it is unset. A broken table is logged once and treated as none (every kernel walks)."""
+    """The table named by $TORCH_DIODE_LAUNCH_CONFIG_TABLE, parsed once per path, used for
+    whatever GPU it was made on (it is the user's choice; a wrong one costs timings, not
+    correctness); None when it is unset. A broken or missing table is logged once and
+    treated as none (every kernel walks)."""
     path_s = os.environ.get(ENV_TABLE, "").strip()
     if not path_s:
         return None
-    tables = PROCESS.launch_config_tables        # path -> table, or None (state.py)
-    with PROCESS.lock:
-        if path_s not in tables:
-            table = None
-            try:
-                table = parse_table(Path(path_s).read_bytes(), path_s)
-            except (OSError, LaunchConfigTableError) as e:
-                log.warning("torch_diode: launch-config table not used: %s", e)
-            tables[path_s] = table
-        return tables[path_s]
+    return tables.load_once(Path(path_s), PROCESS.launch_config_tables, parse_table, "launch-config table")
 
 
 def predicted_config(tuner: Any, baseline: Any, config: dict) -> Any | None:
-    """The heuristics' config with the table's fields set, when this kernel has every one
-    of those fields and the tuner finds the result valid for its size hints; else None."""
+    """The heuristics' config with the table's fields set, where the walk itself could have
+    reached it: every field the table changes is one this kernel has, the tuner tunes and has
+    not frozen, and within the tuner's limits for this kernel (`value_too_large` /
+    `value_too_small`: TRITON_MAX_BLOCK, the size hints, the GPU's warps, the minimum
+    blocks), and the result passes `is_valid_config`. None otherwise."""
     from torch._inductor.runtime.coordinate_descent_tuner import get_field, set_field
+    tunable = set(tuner.tunable_fields)
+    frozen = set(getattr(tuner, "frozen_fields", None) or ())
     cand = copy.deepcopy(baseline)
     for k, v in config.items():
-        if get_field(cand, k) is None:
+        cur = get_field(cand, k)
+        if cur is None:
+            return None
+        if v == cur:
+            continue
+        if k not in tunable or k in frozen or tuner.value_too_large(k, v) or tuner.value_too_small(k, v):
             return None
         set_field(cand, k, v)
-    try:
-        return cand if tuner.is_valid_config(cand) else None
-    except Exception:   # a tuner that cannot judge it: not ours to guess
-        return None
+    return cand if tuner.is_valid_config(cand) else None
 
 
 def _count(outcome: str) -> None:
@@ -236,19 +221,35 @@ def install_tuner() -> bool:
         def autotune(tuner, func, baseline_config, baseline_timing=None):
             state = active_state()
             table = load_table() if state is not None and state.options.mode == "predict" else None
-            if table is not None:
-                try:
-                    autotuner = CURRENT_KERNEL.get()
-                    hit = table.lookup(kernel_features(autotuner)) if autotuner is not None else None
-                    cfg = predicted_config(tuner, baseline_config, hit[0].config_dict()) if hit else None
-                except Exception as e:  # the hook must never break a compile: the walk, counted
-                    log.debug("torch_diode: launch-config lookup failed: %s", e)
-                    hit, cfg = None, None
-                if cfg is not None:
-                    _count(f"predicted:{hit[1]}")
-                    return cfg
+            if table is None:
+                return orig(tuner, func, baseline_config, baseline_timing)
+            autotuner = CURRENT_KERNEL.get()
+            try:
+                hit = table.lookup(kernel_features(autotuner)) if autotuner is not None else None
+                cfg = predicted_config(tuner, baseline_config, hit[0].config_dict()) if hit else None
+            except Exception as e:  # the hook must never break a compile: the walk, counted
+                log.debug("torch_diode: launch-config lookup failed: %s", e)
+                hit, cfg = None, None
+            if cfg is None:
                 _count("tuned:no_entry" if hit is None else "tuned:entry_not_valid_here")
-            return orig(tuner, func, baseline_config, baseline_timing)
+                return orig(tuner, func, baseline_config, baseline_timing)
+            try:    # the table's config must compile and run here; the start is timed beside it
+                t_cfg = func(cfg)
+                t_base = baseline_timing if baseline_timing is not None else func(baseline_config)
+                if not (math.isfinite(t_cfg) and math.isfinite(t_base)):
+                    raise ValueError(f"timings {t_cfg}, {t_base}")
+            except Exception as e:
+                log.debug("torch_diode: launch config of the table did not run: %s", e)
+                _count("tuned:entry_failed_here")
+                return orig(tuner, func, baseline_config, baseline_timing)
+            # Not Inductor's own tuning: keep it out of the autotune cache (the kernel's tuning
+            # is done, the hook is not called again for it).
+            autotuner.save_cache_hook = None
+            if t_cfg <= t_base:
+                _count(f"predicted:{hit[1]}")
+                return cfg
+            _count(f"start_faster:{hit[1]}")
+            return baseline_config
 
         autotune.__wrapped__ = orig
         CoordescTuner.autotune = autotune

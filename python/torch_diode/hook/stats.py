@@ -63,7 +63,8 @@ class Stats:
             self.gemv: Counter[str] = Counter()
             # predict mode with a launch-config table (hook/launch_configs.py), per kernel that
             # coordinate descent would tune: "predicted:source" / "predicted:nearest" (the table's
-            # config, nothing benchmarked), "tuned:no_entry" / "tuned:entry_not_valid_here" (walked)
+            # config won its timing against the start), "start_faster:..." (the start kept),
+            # "tuned:no_entry" / "tuned:entry_not_valid_here" / "tuned:entry_failed_here" (walked)
             self.launch_configs: Counter[str] = Counter()
 
     def count_predict_retry(self) -> None:

@@ -7,14 +7,16 @@ REC.jsonl are torch_diode.collect.coordesc recorder files (bench/models.py
 --record-coordesc writes one per model, dtype and max-autotune mode).
 
 build: one entry per kernel source (features.source_sha256): the fastest config timed for
-it over every record of it (a kernel tuned in several runs keeps its fastest measured
-config; at equal times, the walk's winner), with its class, size hints, that time and the heuristics' start time. The table is
+it over every record of it that the hook can run (its start plus table fields; a kernel
+tuned in several runs keeps its fastest; at equal times, the walk's winner), with its class, size hints, that time and the heuristics' start time. The table is
 what hook/launch_configs.py reads (TORCH_DIODE_LAUNCH_CONFIG_TABLE).
 
 replay: for each value of the tag --hold-out names (default: model), a table is built from
 the other values' records and every held-out record is looked up in it, as the hook would
-look the kernel up. A hit's config is judged by the time the record measured for it (the
-walk timed it, or it is "untimed": the record cannot say). Printed per held-out value and
+look the kernel up. A hit is judged by the time the record measured for the config the hook
+would run (the start with the table's fields set), when the walk timed it; otherwise it is
+"untimed" (the record cannot say, and since the walk times configs near its own path, the
+timed hits lean towards good ones: with more untimed than timed hits there is no verdict). Printed per held-out value and
 overall: kernels, hits by source / nearest, untimed hits, and for the timed hits the
 geomean of the predicted config's time over coordinate descent's winner and over the
 heuristics' start. Misses walk as before (the hook's fallback), so they cost nothing here.
@@ -39,17 +41,35 @@ def _table_config(config: dict) -> dict:
     return {k: config[k] for k in lc.CONFIG_KEYS if k in config}
 
 
+def applied(baseline: dict, table_config: dict) -> dict:
+    """The config the hook runs for a table config: the start's with the table's fields set
+    (hook/launch_configs.predicted_config, before its limits)."""
+    return {**baseline, **table_config}
+
+
+def tabulable(r: dict) -> bool:
+    """A record the table can carry: measured times, a source hash, and a winner that differs
+    from its start only in fields a table holds (a walk that moved another field, a
+    mix-order reduction's NUM_STAGES say, would be replayed as a config nobody measured)."""
+    if not (r.get("features", {}).get("source_sha256") and r["best"]["ms"] and r["baseline"]["ms"]):
+        return False
+    base, best = r["baseline"]["config"], r["best"]["config"]
+    return all(best.get(k) == base.get(k) for k in set(base) | set(best) if k not in lc.CONFIG_KEYS)
+
+
 def build_entries(records: list[dict]) -> list[dict]:
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in records:
-        sha = r.get("features", {}).get("source_sha256")
-        if sha and r["best"]["ms"] and r["baseline"]["ms"]:
-            by_source[sha].append(r)
+        if tabulable(r):
+            by_source[r["features"]["source_sha256"]].append(r)
     out = []
     for sha, rs in sorted(by_source.items()):
-        # Fastest first; at equal times, a config coordinate descent kept as its winner.
+        # Fastest first; at equal times, a config coordinate descent kept as its winner. Only
+        # configs that are their start plus table fields (what the hook can run).
         best = min(((t["ms"], t["config"] != r["best"]["config"], _key(_table_config(t["config"])), t["config"])
-                    for r in rs for t in r["trials"] if t["ms"] is not None), default=None)
+                    for r in rs for t in r["trials"] if t["ms"] is not None
+                    and applied(r["baseline"]["config"], _table_config(t["config"])) == t["config"]),
+                   default=None)
         if best is None:
             continue
         f = rs[0]["features"]
@@ -78,8 +98,8 @@ def replay(records: list[dict], hold_out: str = "model") -> dict:
             if hit is None:
                 continue
             s[hit[1]] += 1
-            want = hit[0].config_dict()
-            timed = [t["ms"] for t in r["trials"] if t["ms"] is not None and _table_config(t["config"]) == want]
+            want = applied(r["baseline"]["config"], hit[0].config_dict())   # what the hook would run
+            timed = [t["ms"] for t in r["trials"] if t["ms"] is not None and t["config"] == want]
             if not timed or not r["best"]["ms"] or not r["baseline"]["ms"]:
                 s["untimed"] += 1
                 continue
@@ -94,9 +114,13 @@ def replay(records: list[dict], hold_out: str = "model") -> dict:
 
 def _line(name: str, s: dict) -> str:
     g = lambda xs: "-" if not xs else f"{geomean(xs):.3f}"
-    return (f"{name}: {s['kernels']} kernels, hits {s['source']} by source + {s['nearest']} nearest "
+    line = (f"{name}: {s['kernels']} kernels, hits {s['source']} by source + {s['nearest']} nearest "
             f"({s['untimed']} untimed); timed hits {len(s['vs_best'])}: predicted / coordinate descent's winner "
             f"{g(s['vs_best'])}, / the heuristics' start {g(s['vs_baseline'])}")
+    if s["untimed"] > len(s["vs_best"]):
+        # The walk times configs near its own path: the timed hits lean towards good ones.
+        line += " (most hits untimed: no verdict; measure them with the table on the GPU)"
+    return line
 
 
 def main(argv=None) -> int:
