@@ -18,6 +18,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "contribution.h"
@@ -203,23 +204,26 @@ class GuardedStream final : public httplib::Stream {
 // upload handler run on the connection's thread, inside process_request().
 thread_local GuardedStream* tl_stream = nullptr;
 // A thread pool that never queues: a request whose head is complete gets a
-// free worker at once, or is refused. A queue is what slow clients fill to
-// starve everyone else. The library hands it every accepted connection
-// (enqueue): that runs on the accepting thread and only parks the connection
-// with the head reader (GuardedServer::process_and_close_socket).
+// free worker at once, or (after the head reader's short grace, kWorkerGrace)
+// is refused. A queue is what slow clients fill to starve everyone else. The
+// library hands it every accepted connection (enqueue): that runs on the
+// accepting thread and only parks the connection with the head reader
+// (GuardedServer::process_and_close_socket).
 class BoundedPool final : public httplib::TaskQueue {
  public:
   BoundedPool(unsigned threads, std::atomic<unsigned>& active) : pool_(threads), max_(threads), active_(active) {}
   void enqueue(std::function<void()> fn) override { fn(); }
-  // Runs fn on a free worker; false (nothing run) when all are busy.
-  bool try_run(std::function<void()> fn) {
+  // Takes a free worker's slot; false (nothing taken) when all are busy. A
+  // true must be followed by run(), whose task gives the slot back. Split from
+  // run() so that a caller keeps what the task would own when no worker is free.
+  bool try_reserve() {
     if (active_.fetch_add(1) >= max_) {
       active_.fetch_sub(1);
       return false;
     }
-    pool_.enqueue(std::move(fn));
     return true;
   }
+  void run(std::function<void()> fn) { pool_.enqueue(std::move(fn)); }
   void shutdown() override { pool_.shutdown(); }
 
  private:
@@ -263,7 +267,23 @@ class GuardedServer final : public httplib::Server {
     int fd;
     Clock::time_point accepted;
     std::string head;
+    // Set once the head is complete but every worker was busy: from then on
+    // the connection is not read, only offered to a worker again each turn.
+    std::optional<Clock::time_point> waiting_since;
   };
+
+  // How long a complete request head may wait in the head reader for a free
+  // worker before it is refused (503 busy). A worker gives its slot back only
+  // after process_request() has written the last byte of its answer, so a
+  // client that knows the answer ended from its framing (Content-Length,
+  // chunked) may send its next request while that worker is still finishing
+  // up; this grace covers that gap without letting a queue form. Not a
+  // setting: it only needs to exceed a worker's bookkeeping after its last byte.
+  static constexpr auto kWorkerGrace = std::chrono::milliseconds(100);
+  // The head reader's poll timeout while some connection waits for a worker
+  // (the retry interval), and otherwise.
+  static constexpr int kWaitingPollMs = 5;
+  static constexpr int kIdlePollMs = 100;
 
   void wake() {
     uint64_t one = 1;
@@ -300,7 +320,7 @@ class GuardedServer final : public httplib::Server {
     }
     {
       std::lock_guard<std::mutex> lock(incoming_mu_);
-      incoming_.push_back({sock, Clock::now(), {}});
+      incoming_.push_back({sock, Clock::now(), {}, std::nullopt});
     }
     wake();
     return true;
@@ -321,8 +341,13 @@ class GuardedServer final : public httplib::Server {
         incoming_.clear();
       }
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
-      for (const auto& c : conns) fds.push_back(pollfd{c.fd, POLLIN, 0});
-      const int r = ::poll(fds.data(), fds.size(), 100);
+      bool any_waiting = false;
+      for (const auto& c : conns) {
+        // poll() ignores a negative fd: a connection waiting for a worker is not read any more.
+        fds.push_back(pollfd{c.waiting_since ? -1 : c.fd, POLLIN, 0});
+        any_waiting = any_waiting || c.waiting_since.has_value();
+      }
+      const int r = ::poll(fds.data(), fds.size(), any_waiting ? kWaitingPollMs : kIdlePollMs);
       if (r < 0 && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       if (fds[0].revents & POLLIN) {
         uint64_t v;
@@ -333,6 +358,19 @@ class GuardedServer final : public httplib::Server {
       for (size_t i = 0; i < conns.size(); ++i) {
         Parked& c = conns[i];
         int verdict = 0;  // 0: keep waiting, 1: to a worker, -1: close
+        if (c.waiting_since) {
+          // Head complete, no worker free last turn: offer it again; refuse
+          // once the grace has passed. The header deadline no longer applies.
+          if (try_dispatch(c)) continue;
+          if (now - *c.waiting_since >= kWorkerGrace) {
+            refuse_busy(c.fd);
+            open_.fetch_sub(1);
+            continue;
+          }
+          if (keep != i) conns[keep] = std::move(c);
+          ++keep;
+          continue;
+        }
         if (r > 0 && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
           char buf[16384];
           const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -351,7 +389,15 @@ class GuardedServer final : public httplib::Server {
           verdict = -1;
         }
         if (verdict == 1) {
-          dispatch(std::move(c));
+          if (try_dispatch(c)) continue;
+          if (!pool_) {  // stopping: no workers to wait for
+            refuse_busy(c.fd);
+            open_.fetch_sub(1);
+            continue;
+          }
+          c.waiting_since = now;
+          if (keep != i) conns[keep] = std::move(c);
+          ++keep;
         } else if (verdict < 0) {
           close_parked(c.fd);
         } else {
@@ -367,15 +413,16 @@ class GuardedServer final : public httplib::Server {
     incoming_.clear();
   }
 
-  void dispatch(Parked c) {
+  // Hands a connection whose head is complete to a free worker (which then
+  // owns its fd, its open_ count and the active_ slot taken here); false, with
+  // `c` untouched, when every worker is busy or there is no pool. Never blocks.
+  bool try_dispatch(Parked& c) {
     BoundedPool* pool = pool_;
-    const int fd = c.fd;
-    if (!pool || !pool->try_run([this, fd, accepted = c.accepted, head = std::move(c.head)]() mutable {
-          serve(fd, accepted, std::move(head));
-        })) {
-      refuse_busy(fd);
-      open_.fetch_sub(1);
-    }
+    if (!pool || !pool->try_reserve()) return false;
+    pool->run([this, fd = c.fd, accepted = c.accepted, head = std::move(c.head)]() mutable {
+      serve(fd, accepted, std::move(head));
+    });
+    return true;
   }
 
   // On a worker: the request whose head the reader collected.
@@ -401,11 +448,13 @@ class GuardedServer final : public httplib::Server {
       }
     }
     (void)ok;
-    // Give the worker back before the client can see the end of the answer:
-    // a client that reads to the close and at once sends its next request
-    // must find this worker free, not be refused as busy because this thread
-    // was preempted between its last byte and its bookkeeping. Nothing after
-    // this point blocks.
+    // Give the worker back before the close: a client that reads to the close
+    // and at once sends its next request must find this worker free, not be
+    // refused as busy because this thread was preempted between its last byte
+    // and its bookkeeping. A client that knows the answer ended from its
+    // framing (Content-Length, chunked) sees the end earlier, inside
+    // process_request(); its next request waits in the head reader for up to
+    // kWorkerGrace for this slot. Nothing after this point blocks.
     active_.fetch_sub(1);
     open_.fetch_sub(1);
     ::shutdown(sock, SHUT_WR);

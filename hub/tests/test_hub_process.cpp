@@ -673,6 +673,27 @@ TEST(HubProcess, BackToBackRequestsOnOneWorkerAreNeverRefused) {
   EXPECT_EQ(m->body.find("reason=\"http_busy\"} "), std::string::npos) << m->body;
 }
 
+// The same with a client that knows each answer ended from its framing
+// (Content-Length), as httplib::Client, curl, requests and our agent do: it
+// sees the end once the last body byte is written, before the worker has given
+// its slot back, and sends its next request at once. That request waits in the
+// head reader for the worker (a short grace) instead of being refused as busy.
+TEST(HubProcess, BackToBackFramedRequestsOnOneWorkerAreNeverRefused) {
+  HubFixture f("backtobackframed", 4, {"--http-threads", "1"});
+  f.start();
+  httplib::Client http("127.0.0.1", f.hub->http_port());
+  http.set_connection_timeout(2, 0);
+  http.set_read_timeout(2, 0);
+  for (int i = 0; i < 300; ++i) {
+    auto r = http.Get("/healthz");
+    ASSERT_TRUE(r) << "request " << i << ": " << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << "request " << i << ": " << r->body;
+  }
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->body.find("reason=\"http_busy\"} "), std::string::npos) << m->body;
+}
+
 // Issue 16, item 5, against the running hub: an allowlisted agent pushes
 // shards claiming absurd hardware. Before the fix each created a new hardware
 // key (nvidia-h100-8589934592gb, nvidia-etc-80gb). With --manifests, plausible
