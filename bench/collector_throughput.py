@@ -23,13 +23,17 @@ process per spec (what the agent does by default), then one `--serve` process an
 the K specs in turn (the agent's --persistent-collector). Each arm starts with empty
 Inductor and Triton caches of its own. Printed: each arm's wall per spec and in total,
 the medians of each spec's first problem and of its other problems (the start-up a spec
-pays), and the ratio one-shot / served.
+pays), and the ratio one-shot / served (only when every spec of both arms succeeded and
+both hold the same problems; else the reason). A throwaway `--help` run first warms the
+page cache for both arms (serve_vs_oneshot).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -136,45 +140,155 @@ def arm_summary(specs: list[dict]) -> dict:
             "other_problems_median_s": median(others) if others else None, "specs": specs}
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The process and its compile workers (it leads its own session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _read_reply(proc: subprocess.Popen, buf: bytearray, deadline: float) -> str | None:
+    """The next line of `proc`'s stdout, by `deadline` (time.monotonic()): None when none came
+    in time, "" at EOF. `buf` keeps bytes read past the line for the next call."""
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return ""
+            buf += chunk
+    i = buf.index(b"\n")
+    line = bytes(buf[:i]).decode("utf-8", "replace")
+    del buf[:i + 1]
+    return line + "\n"
+
+
+def _oneshot_spec(cmd: list[str], env: dict, timeout_s: float) -> dict:
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        return {"code": proc.wait(timeout=timeout_s)}
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return {"code": None, "error": f"no exit within {timeout_s:g} s (killed)"}
+
+
+def _served_arm(spec_paths: list[str], outs: list[str], cmd: list[str], env: dict, timeout_s: float) -> list[dict]:
+    """The K specs through one --serve process, each reply bounded by timeout_s. After a
+    timeout (the process is killed), EOF or a broken pipe, the specs not answered fail."""
+    specs: list[dict] = []
+    proc = subprocess.Popen(cmd + ["--serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            start_new_session=True)
+    buf = bytearray()
+    dead = ""   # why the process serves no more specs
+    try:
+        for sp, out in zip(spec_paths, outs):
+            if dead:
+                specs.append({"wall_s": 0.0, "code": None, "error": f"not sent: {dead}"})
+                continue
+            t0 = time.perf_counter()
+            try:
+                proc.stdin.write((json.dumps({"spec": sp, "out": out}) + "\n").encode())
+                proc.stdin.flush()
+                line = _read_reply(proc, buf, time.monotonic() + timeout_s)
+            except (BrokenPipeError, ConnectionResetError):
+                line = ""
+            wall = time.perf_counter() - t0
+            if line is None:
+                _kill_group(proc)
+                dead = f"no reply within {timeout_s:g} s (killed)"
+                reply = {"error": dead}
+            elif not line.strip():
+                dead = "no reply (the collector ended)"
+                reply = {"error": dead}
+            else:
+                try:
+                    reply = json.loads(line)
+                    if not isinstance(reply, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    reply = {"error": f"reply is not a JSON object: {line[:200]!r}"}
+            specs.append({"wall_s": wall, "code": reply.get("code"),
+                          **({"error": reply["error"]} if "error" in reply else {})})
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=60)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+    return specs
+
+
+def ratio_or_reason(res: dict) -> tuple[float | None, str | None]:
+    """One-shot wall / served wall, only when both arms collected every spec (code 0 each)
+    and hold the same number of problems; else None and why."""
+    bad = {arm: [i for i, r in enumerate(res[arm]["specs"]) if r.get("code") != 0] for arm in ("oneshot", "served")}
+    if bad["oneshot"] or bad["served"]:
+        def names(arm):
+            return ", ".join(f"#{i} (code {res[arm]['specs'][i].get('code')})" for i in bad[arm])
+        return None, "failed specs: " + "; ".join(f"{arm} {names(arm)}" for arm in bad if bad[arm])
+    o, s = res["oneshot"], res["served"]
+    if o["problems"] != s["problems"]:
+        return None, f"the arms hold different problem counts: oneshot {o['problems']}, served {s['problems']}"
+    if not s["wall_s"]:
+        return None, "served wall is 0"
+    return o["wall_s"] / s["wall_s"], None
+
+
 def serve_vs_oneshot(spec_paths: list[str], tmp: str, collect_cmd: list[str], env: dict,
                      timeout_s: float = 3600) -> dict:
     """Collects the specs one process each, then all through one --serve process; each arm
-    with its own empty Inductor and Triton caches. Returns both arms' figures."""
+    with its own empty Inductor and Triton caches. Every spec is bounded by timeout_s (a
+    one-shot process, or one reply of the served process: on a timeout it is killed with its
+    group and the spec, and any the served process did not get to, fail).
+
+    Before the first arm, one throwaway `collect_cmd --help` run reads the interpreter,
+    torch_diode and torch into the OS page cache, so the one-shot arm (first) does not pay
+    the cold disk alone. (Modules only a collection imports, Inductor's and Triton's
+    codegen, are still read first by the one-shot arm's first spec.)
+
+    Returns both arms' figures and `oneshot_over_served_wall`: the ratio of their walls, only
+    when every spec of both arms exited 0 and both arms hold the same number of problems;
+    else None, and `ratio_unavailable` says why."""
+    try:
+        subprocess.run(collect_cmd + ["--help"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=600)
+    except subprocess.TimeoutExpired:
+        pass
     res = {}
     for arm in ("oneshot", "served"):
         aenv = dict(env, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, arm, "inductor"),
                     TRITON_CACHE_DIR=os.path.join(tmp, arm, "triton"))
         outs = [os.path.join(tmp, arm, f"shard{i}.msgpack") for i in range(len(spec_paths))]
         os.makedirs(os.path.join(tmp, arm), exist_ok=True)
-        specs = []
         if arm == "oneshot":
+            specs = []
             for sp, out in zip(spec_paths, outs):
                 t0 = time.perf_counter()
-                rc = subprocess.run(collect_cmd + ["--spec", sp, "--out", out], env=aenv, timeout=timeout_s).returncode
-                specs.append({"wall_s": time.perf_counter() - t0, "code": rc})
+                r = _oneshot_spec(collect_cmd + ["--spec", sp, "--out", out], aenv, timeout_s)
+                specs.append({"wall_s": time.perf_counter() - t0, **r})
         else:
-            proc = subprocess.Popen(collect_cmd + ["--serve"], env=aenv, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True)
-            try:
-                for sp, out in zip(spec_paths, outs):
-                    t0 = time.perf_counter()
-                    proc.stdin.write(json.dumps({"spec": sp, "out": out}) + "\n")
-                    proc.stdin.flush()
-                    line = proc.stdout.readline()
-                    reply = json.loads(line) if line.strip() else {"error": "no reply (the collector ended)"}
-                    specs.append({"wall_s": time.perf_counter() - t0, "code": reply.get("code"),
-                                  **({"error": reply["error"]} if "error" in reply else {})})
-                proc.stdin.close()
-                proc.wait(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            specs = _served_arm(spec_paths, outs, collect_cmd, aenv, timeout_s)
         for r, out in zip(specs, outs):
             r["problems"], r["walls"] = shard_walls(out) if os.path.exists(out) else (0, [])
         res[arm] = arm_summary(specs)
-    o, s = res["oneshot"]["wall_s"], res["served"]["wall_s"]
-    res["oneshot_over_served_wall"] = o / s if s else None
+    ratio, why = ratio_or_reason(res)
+    res["oneshot_over_served_wall"] = ratio
+    if why:
+        res["ratio_unavailable"] = why
     return res
 
 
@@ -186,7 +300,8 @@ def print_serve_vs_oneshot(res: dict) -> None:
         print(f"{arm}: {len(a['specs'])} specs, {a['problems']} problems, wall {a['wall_s']:.1f} s ({per}); "
               f"first problem of a spec median {f(a['first_problem_median_s'])} s, "
               f"the others {f(a['other_problems_median_s'])} s")
-    print(f"one-shot / served wall: {f(res['oneshot_over_served_wall'])}")
+    why = res.get("ratio_unavailable")
+    print(f"one-shot / served wall: {f(res['oneshot_over_served_wall'])}" + (f" ({why})" if why else ""))
 
 
 def main() -> int:

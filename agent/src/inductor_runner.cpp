@@ -191,22 +191,36 @@ class InductorRunner final : public Runner {
   }
 
   // Kills the collector's process group and reaps it. `graceful`: first close its stdin
-  // (EOF: it exits 0) and give it a second.
+  // (EOF: it exits 0) and give it a second. A collector reaped just now (reaped_) still has
+  // its group killed: that takes its compile workers, and the group id cannot have been
+  // reused while they live. One that is no longer our child (waitpid: ECHILD, reaped at some
+  // unknown earlier time) is only forgotten: its group id may be someone else's by now.
   void stop_collector(bool graceful) {
     int status = 0;
-    bool got = reaped_;
+    bool got = reaped_, gone = false;  // gone: not our child any more
+    auto check = [&] {
+      pid_t w = waitpid(pid_, &status, WNOHANG);
+      if (w == pid_) got = true;
+      else if (w < 0 && errno == ECHILD) gone = true;
+    };
     if (pid_ > 0) {
-      if (graceful && fd_ >= 0) {
+      if (!got) check();
+      if (graceful && fd_ >= 0 && !got && !gone) {
         close(fd_);
         fd_ = -1;
-        for (int i = 0; i < 20 && !got; ++i) {
-          if (waitpid(pid_, &status, WNOHANG) == pid_) got = true;
-          else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (int i = 0; i < 20 && !got && !gone; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          check();
         }
       }
-      kill(-pid_, SIGKILL);  // the collector, or what is left of its group (compile workers)
-      if (!got && waitpid(pid_, &status, 0) == pid_) got = true;
+      if (!gone) kill(-pid_, SIGKILL);  // the collector, or what is left of its group (compile workers)
+      if (!got && !gone) waitpid(pid_, &status, 0);
     }
+    forget_collector();
+  }
+
+  // Drops our hold on the collector without a signal or a wait.
+  void forget_collector() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     pid_ = -1;
@@ -252,9 +266,14 @@ class InductorRunner final : public Runner {
                            const std::atomic<bool>& cancel) {
     auto start = std::chrono::steady_clock::now();
     int status = 0;
-    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {  // it ended since the last lease
-      reaped_ = true;
-      stop_collector(false);
+    if (pid_ > 0) {
+      pid_t w = waitpid(pid_, &status, WNOHANG);
+      if (w == pid_) {  // it ended since the last lease: reaped now, its group killed
+        reaped_ = true;
+        stop_collector(false);
+      } else if (w < 0 && errno == ECHILD) {  // already reaped (not by this lease): gone, and its
+        forget_collector();                   // group id no longer ours to kill
+      }
     }
     nlohmann::json req = {{"spec", spec_path}, {"out", out_path}, {"deadline_s", 0}};
     // A collector that ended idle since the last lease had no part in this one: it is replaced
@@ -292,16 +311,23 @@ class InductorRunner final : public Runner {
         if (buf_.find('\n') != std::string::npos) continue;
         return reap_dead("collector closed its reply pipe (EOF)", idle_exit);
       }
-      if (pr == 0 && waitpid(pid_, &status, WNOHANG) == pid_) {  // died, the socket kept open by its children?
-        read_some();
-        reaped_ = true;  // the reply it left, if any, is still read below
-        if (buf_.find('\n') != std::string::npos) continue;
-        return died(status, "collector ended without answering", idle_exit);
+      if (pr == 0) {
+        pid_t w = waitpid(pid_, &status, WNOHANG);
+        if (w == pid_) {  // died, the socket kept open by its children?
+          read_some();
+          reaped_ = true;  // the reply it left, if any, is still read below
+          if (buf_.find('\n') != std::string::npos) continue;
+          return died(status, "collector ended without answering", idle_exit);
+        }
+        if (w < 0 && errno == ECHILD) return fail("collector is gone (reaped elsewhere)");
       }
     }
     if (nl > kMaxReplyBytes) return fail("collector reply longer than 64 KiB");
     std::string line = buf_.substr(0, nl);
     buf_.erase(0, nl + 1);
+    // A collector reaped above left this reply behind: it is stopped (its group, compile
+    // workers included, killed now, while the group id is still its own) before any return.
+    if (reaped_) stop_collector(false);
     nlohmann::json reply;
     try {
       reply = nlohmann::json::parse(line);
@@ -317,7 +343,7 @@ class InductorRunner final : public Runner {
     int code = reply["code"].get<int>();
     // After code 1 (an internal error) the collector exits (its state cannot be trusted):
     // a fresh one serves the next lease.
-    if (reaped_ || code == 1) stop_collector(false);
+    if (code == 1) stop_collector(false);
     if (code != 0)
       return {false, {}, "collector exited with " + std::to_string(code) + ": " + tail_of(log_path_, 1500)};
     return validate_output(out_path, spec);
@@ -328,10 +354,12 @@ class InductorRunner final : public Runner {
     int status = 0;
     // Give an exiting collector a moment to be reapable, so the reason says how it ended.
     for (int i = 0; i < 20; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_t w = waitpid(pid_, &status, WNOHANG);
+      if (w == pid_) {
         reaped_ = true;
         return died(status, what, idle_exit);
       }
+      if (w < 0 && errno == ECHILD) break;  // reaped elsewhere: fail() forgets it
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     return fail(what);
@@ -348,7 +376,8 @@ class InductorRunner final : public Runner {
 
   InductorOptions opts_;
   pid_t pid_ = -1;  // the persistent collector (its process group id too), -1 when none
-  bool reaped_ = false;  // pid_ has exited and was reaped (its group may still need killing)
+  bool reaped_ = false;  // pid_ was reaped just now and its group not yet killed: set only until
+                         // stop_collector, which every path that sets it reaches before it returns
   int fd_ = -1;     // our end of its stdin/stdout socket pair
   std::string buf_;
   std::string log_path_;

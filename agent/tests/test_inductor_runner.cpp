@@ -4,7 +4,11 @@
 // does what its "fake" field says; a good shard is one the replay runner encoded.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <filesystem>
@@ -26,7 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFake = R"PY(
-import json, os, shutil, signal, sys, time
+import json, os, shutil, signal, subprocess, sys, time
 
 def handle(spec_path, out):
     spec = json.load(open(spec_path))
@@ -53,6 +57,15 @@ if "--serve" in args:
             sys.stdout.write("this is not json\n")
             sys.stdout.flush()
             continue
+        if spec.get("fake") == "error_then_exit":
+            # A leftover compile worker keeps the socket (its stdin/stdout) open; the collector
+            # answers with an error reply and exits 0.
+            with open(spec["pid_file"], "a") as f:
+                f.write(f"{os.getpid()}\n")
+            subprocess.Popen(["sleep", "60"])
+            sys.stdout.write(json.dumps({"error": "fake refusal"}) + "\n")
+            sys.stdout.flush()
+            os._exit(0)
         if spec.get("fake") == "long_reply":
             sys.stdout.write("x" * 70000)
             sys.stdout.flush()
@@ -235,4 +248,33 @@ TEST_F(InductorRunnerTest, PersistentCollectorThatDiedIdleIsReplacedAndLongRepli
   EXPECT_FALSE(long_reply.ok);
   EXPECT_NE(long_reply.error.find("longer than 64 KiB"), std::string::npos) << long_reply.error;
   expect_good(lease(*r, "ok"));
+}
+
+// An error reply, then the collector exits while a worker of its group keeps the socket open.
+// The next lease must start a fresh collector at once: (1) as it happens, the runner reaps the
+// old one and kills its group; (2) with the old collector already reaped behind the runner's
+// back (waitpid: ECHILD, as a collector reaped inside an earlier lease used to be left), the
+// runner only forgets it, and the lease does not wait on the old socket until the timeout.
+TEST_F(InductorRunnerTest, PersistentErrorReplyThenExitIsFollowedByAGoodLease) {
+  auto r = runner(true, 5);
+  for (bool reaped_behind : {false, true}) {
+    RunResult refused = lease(*r, "error_then_exit");
+    EXPECT_FALSE(refused.ok);
+    EXPECT_NE(refused.error.find("refused the request"), std::string::npos) << refused.error;
+    EXPECT_NE(refused.error.find("fake refusal"), std::string::npos) << refused.error;
+    pid_t old = static_cast<pid_t>(std::stol(pids().back()));
+    bool reaped_here = false;
+    if (reaped_behind) {
+      int st = 0;
+      pid_t w = waitpid(old, &st, 0);  // the test process is the collector's parent
+      EXPECT_TRUE(w == old || (w < 0 && errno == ECHILD)) << "waitpid " << w << " errno " << errno;
+      reaped_here = w == old;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    expect_good(lease(*r, "ok"));
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+    auto p = pids();
+    EXPECT_NE(p.back(), std::to_string(old)) << "a fresh collector served the good lease";
+    if (reaped_here) kill(-old, SIGKILL);  // the old group's worker: the runner left it alone
+  }
 }

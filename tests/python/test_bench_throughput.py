@@ -67,17 +67,26 @@ def collect(spec_path, out):
     open(out, "wb").write(records.build_shard(spec["shard_id"], "s", hw, "fake", "", probs, [],
                                               problem_wall_s=walls))
     return 0
+if sys.argv[1] == "--help":
+    sys.exit(0)
 time.sleep(STARTUP)
+MODE = os.environ.get("FAKE_SERVE", "ok")   # ok; fail_second: code 3; hang_first: no reply
 if sys.argv[1] == "--serve":
-    for line in sys.stdin:
+    for n, line in enumerate(sys.stdin):
         req = json.loads(line)
-        print(json.dumps({"out": req["out"], "code": collect(req["spec"], req["out"])}), flush=True)
+        if n == 1 and MODE == "fail_second":
+            code = 3
+        elif MODE == "hang_first":
+            time.sleep(600)
+        else:
+            code = collect(req["spec"], req["out"])
+        print(json.dumps({"out": req["out"], "code": code}), flush=True)
 else:
     sys.exit(collect(sys.argv[2], sys.argv[4]))
 '''
 
 
-def test_serve_vs_oneshot_runs_both_arms_side_by_side(tmp_path, capsys):
+def _fake_setup(tmp_path, mode="ok"):
     from torch_diode import wire
     fake = tmp_path / "fake_collector.py"
     fake.write_text(FAKE_COLLECTOR)
@@ -88,8 +97,13 @@ def test_serve_vs_oneshot_runs_both_arms_side_by_side(tmp_path, capsys):
     for i in range(3):
         specs.append(str(tmp_path / f"spec{i}.json"))
         json.dump({"shard_id": f"t/{i}", "problems": [wire.to_json(p)] * 3}, open(specs[-1], "w"))
-    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT / "python"))
-    res = ct.serve_vs_oneshot(specs, str(tmp_path / "out"), [sys.executable, str(fake)], env)
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT / "python"), FAKE_SERVE=mode)
+    return specs, [sys.executable, str(fake)], env
+
+
+def test_serve_vs_oneshot_runs_both_arms_side_by_side(tmp_path, capsys):
+    specs, cmd, env = _fake_setup(tmp_path)
+    res = ct.serve_vs_oneshot(specs, str(tmp_path / "out"), cmd, env)
     one, served = res["oneshot"], res["served"]
     assert [s["code"] for s in one["specs"]] == [0, 0, 0] == [s["code"] for s in served["specs"]]
     assert one["problems"] == served["problems"] == 9
@@ -103,3 +117,35 @@ def test_serve_vs_oneshot_runs_both_arms_side_by_side(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "oneshot: 3 specs, 9 problems" in out and "served: 3 specs, 9 problems" in out
     assert "one-shot / served wall: " in out
+    assert "ratio_unavailable" not in res
+
+
+def test_a_failed_served_spec_gives_no_ratio_and_says_why(tmp_path, capsys):
+    specs, cmd, env = _fake_setup(tmp_path, "fail_second")
+    res = ct.serve_vs_oneshot(specs, str(tmp_path / "out"), cmd, env)
+    assert [s["code"] for s in res["oneshot"]["specs"]] == [0, 0, 0]
+    assert [s["code"] for s in res["served"]["specs"]] == [0, 3, 0]
+    assert res["oneshot_over_served_wall"] is None
+    assert "failed specs: served #1 (code 3)" in res["ratio_unavailable"]
+    ct.print_serve_vs_oneshot(res)
+    assert "one-shot / served wall: - (failed specs: served #1 (code 3))" in capsys.readouterr().out
+
+
+def test_a_hung_served_spec_times_out_and_fails(tmp_path):
+    import time
+    specs, cmd, env = _fake_setup(tmp_path, "hang_first")
+    t0 = time.monotonic()
+    res = ct.serve_vs_oneshot(specs, str(tmp_path / "out"), cmd, env, timeout_s=2)
+    served = res["served"]["specs"]
+    assert [s["code"] for s in served] == [None, None, None]
+    assert "no reply within 2 s (killed)" in served[0]["error"]
+    assert all(s["error"].startswith("not sent: no reply within 2 s") for s in served[1:])
+    assert 1.9 < served[0]["wall_s"] < 10 and time.monotonic() - t0 < 120
+    assert res["oneshot_over_served_wall"] is None and "served #0 (code None), #1" in res["ratio_unavailable"]
+
+
+def test_ratio_needs_the_same_problems_in_both_arms():
+    arm = lambda problems: {"wall_s": 1.0, "problems": problems, "specs": [{"code": 0}]}
+    assert ct.ratio_or_reason({"oneshot": arm(3), "served": arm(3)}) == (1.0, None)
+    ratio, why = ct.ratio_or_reason({"oneshot": arm(3), "served": arm(2)})
+    assert ratio is None and "oneshot 3, served 2" in why

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import gzip
 import json
 import os
@@ -239,6 +240,9 @@ def reset_between_specs() -> None:
         clear_inductor_caches()   # in-process caches (cache_on_self, PyCodeCache, ...)
     except ImportError:
         pass
+    # Tensors held by reference cycles of the previous spec's Engine (and its timers) are
+    # freed only by the cycle collector: run it before the CUDA cache is given back.
+    gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
