@@ -73,6 +73,9 @@ struct MethodStats {
     return q;
   }
   nlohmann::json to_json() {
+    // Summed in sorted order, so the total does not depend on the order of the shards (a
+    // hub's store and a file list them differently; float addition is not associative).
+    std::sort(wall_s.begin(), wall_s.end());
     double total = 0;
     for (double w : wall_s) total += w;
     const size_t n = wall_s.size();

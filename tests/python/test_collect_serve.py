@@ -193,3 +193,18 @@ def test_serve_stdout_carries_only_replies(tmp_path):
         assert json.loads(line) == {"out": str(tmp_path / f"{i}.msgpack"), "code": 0}
     err = r.stderr.splitlines()
     assert err.count("noise") == 2 and err.count("fd-noise") == 2   # the noise went to stderr
+
+
+def test_pools_replace_a_pool_that_takes_no_more_work():
+    import concurrent.futures as cf
+    from torch_diode.collect.engine import Pools
+    alive = cf.ThreadPoolExecutor(1)
+    dead = cf.ThreadPoolExecutor(1)
+    dead.shutdown()
+    assert not Pools._broken(alive) and Pools._broken(dead)
+
+    class Broken:
+        def submit(self, fn):
+            raise cf.BrokenExecutor("a worker died")
+    assert Pools._broken(Broken())
+    alive.shutdown()

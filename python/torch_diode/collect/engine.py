@@ -224,7 +224,13 @@ class Pools:
 
     @staticmethod
     def _broken(pool) -> bool:
-        return bool(getattr(pool, "_broken", False)) or bool(getattr(pool, "_shutdown_thread", False))
+        """True when the pool takes no more work: a worker died (BrokenExecutor) or it was
+        shut down (RuntimeError), which submit() reports at once; a no-op task otherwise."""
+        try:
+            pool.submit(int)
+            return False
+        except (cf.BrokenExecutor, RuntimeError):
+            return True
 
     def _new(self, size: int, nice: int):
         return cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn"),
