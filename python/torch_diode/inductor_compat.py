@@ -40,6 +40,8 @@ template_hashes(names=None)    sorted (name, sha256 hex) of those sources ("trit
                                a shard's `templates` (the sources its kernels were rendered from)
 mm_operand_indices(inputs)     positions of mat1 / mat2 among MMKernelInputs' nodes
 ktc_built_choice(ktc)          the ChoiceCaller a KTC already built, or None
+coordesc_kernel_method()       (CachingAutotuner, name) of the private method that runs coordinate
+                               descent for one kernel (calls CoordescTuner.autotune), or None
 """
 from __future__ import annotations
 
@@ -508,3 +510,17 @@ def ktc_built_choice(ktc):
     """The ChoiceCaller a KernelTemplateChoice built, or None if it was never built or its
     codegen failed. Reads the lazy slot (`ktc.choice` would build it now)."""
     return getattr(ktc, "_choice", None)
+
+
+def coordesc_kernel_method() -> tuple[type, str] | None:
+    """(class, method name) of the private method that runs coordinate descent for one
+    kernel: `CachingAutotuner._coordinate_descent_tuning(self, launcher, *args)` (torch
+    2.8-2.13), which calls `self.coordesc_tuner.autotune(bench, launcher.config, None)` and
+    compiles, caches and returns the winner's launcher. None where this torch has no such
+    method (or no Triton runtime module)."""
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        return None
+    name = "_coordinate_descent_tuning"
+    return (CachingAutotuner, name) if callable(CachingAutotuner.__dict__.get(name)) else None

@@ -121,16 +121,15 @@ class CurrentKernel:
     def install(self) -> bool:
         """False when this torch has no CachingAutotuner._coordinate_descent_tuning (no
         Triton, or another torch): records and lookups then lack the kernel's features."""
+        from .. import inductor_compat as ic
         with self._lock:
             if self._orig is not None:
                 return True
-            try:
-                from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-            except ImportError:
+            found = ic.coordesc_kernel_method()
+            if found is None:
                 return False
-            orig = CachingAutotuner.__dict__.get("_coordinate_descent_tuning")
-            if orig is None:
-                return False
+            cls, name = found
+            orig = cls.__dict__[name]
             current = self
 
             def _coordinate_descent_tuning(autotuner, *args, **kwargs):
@@ -138,7 +137,7 @@ class CurrentKernel:
                     return orig(autotuner, *args, **kwargs)
 
             _coordinate_descent_tuning.__wrapped__ = orig
-            CachingAutotuner._coordinate_descent_tuning = _coordinate_descent_tuning
+            setattr(cls, name, _coordinate_descent_tuning)
             self._orig = orig
             return True
 
