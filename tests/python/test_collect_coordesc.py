@@ -179,3 +179,20 @@ def test_uninstall_keeps_a_wrapper_installed_after_the_recorder():
         assert calls == [1] and rec.records == []               # the recorder passes through
     finally:
         CoordescTuner.autotune = orig
+
+
+def test_a_reinstalled_recorder_records_once_beneath_a_later_wrapper():
+    orig = CoordescTuner.__dict__["autotune"]
+    rec = coordesc.CoordescRecorder().install()
+    first = CoordescTuner.__dict__["autotune"]
+    CoordescTuner.autotune = lambda tuner, func, b, t=None: first(tuner, func, b, t)   # installed later
+    later = CoordescTuner.__dict__["autotune"]
+    try:
+        rec.uninstall()                      # the first wrapper stays beneath, passing through
+        rec.install()                        # a second wrapper above the later one
+        tuner().autotune(kernel_ms, Cfg({"XBLOCK": 64}))
+        assert len(rec.records) == 1
+        rec.uninstall()
+        assert CoordescTuner.__dict__["autotune"] is later
+    finally:
+        CoordescTuner.autotune = orig

@@ -115,10 +115,11 @@ START = Cfg({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=4)
 def test_a_known_kernel_takes_the_tables_config_after_two_timings(predict_with_table):
     k = Kernel(ms=faster_at(1))
     best = tune(k, START)
-    # The table's config and the start, each timed once: no walk.
-    assert k.timed == [Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8), START]
+    # The start and the table's config, each timed once: no walk.
+    assert k.timed == [START, Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8)]
     assert best == Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8)
-    assert k.saved == []          # not written to Inductor's autotune cache
+    assert k.saved == [best]      # Inductor caches it as coordinate descent's winner
+    assert best.found_by_coordesc
     st = api.get_prediction_stats()
     assert st["launch_configs"] == {"predicted:source": 1}
     assert st["launch_config_table"]["entries"] == 1
@@ -128,8 +129,17 @@ def test_a_known_kernel_takes_the_tables_config_after_two_timings(predict_with_t
 def test_where_the_start_is_faster_the_start_is_kept(predict_with_table):
     k = Kernel(ms=lambda c: 1.0 if c == START else 2.0)
     assert tune(k, START) == START
-    assert len(k.timed) == 2 and k.saved == []
+    assert len(k.timed) == 2 and k.saved == [START]
     assert api.get_prediction_stats()["launch_configs"] == {"start_faster:source": 1}
+
+
+def test_a_table_config_equal_to_the_start_is_the_start_untimed(predict_with_table):
+    start = Cfg({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=8)     # what the table says
+    k = Kernel(ms=faster_at(1))
+    best = tune(k, start)
+    assert best is not None and best == start and k.timed == []
+    assert best.found_by_coordesc      # Inductor marks the launcher's own config
+    assert api.get_prediction_stats()["launch_configs"] == {"same_as_start:source": 1}
 
 
 def test_a_table_config_that_fails_here_makes_the_kernel_walk(predict_with_table):
@@ -140,6 +150,7 @@ def test_a_table_config_that_fails_here_makes_the_kernel_walk(predict_with_table
     k = Kernel(ms=ms)
     best = tune(k, START)
     assert len(k.timed) > 2 and best.kwargs["XBLOCK"] == 8
+    assert k.timed.count(START) == 1          # the walk reuses the start's time
     assert k.saved == [best]      # Inductor's own walk, cached as usual
     assert api.get_prediction_stats()["launch_configs"] == {"tuned:entry_failed_here": 1}
 

@@ -160,14 +160,16 @@ class CoordescRecorder:
         self.tags: dict = {}
         self._clock = clock
         self._undo: list[Callable[[], None]] = []
-        self._recording = False
+        self._token: object | None = None
         self._lock = threading.Lock()
 
     # -- installing ---------------------------------------------------------------
     def install(self) -> "CoordescRecorder":
         if self._undo:
             raise RuntimeError("CoordescRecorder is already installed")
-        self._recording = True
+        # This install's token: its wrappers record while it is the recorder's current one
+        # (a wrapper of an earlier install left below a later one passes through).
+        self._token = object()
         from torch._inductor.runtime.coordinate_descent_tuner import CoordescTuner
         self._patch(CoordescTuner, "autotune", self._wrap_autotune)
         CURRENT_KERNEL.install()
@@ -192,16 +194,16 @@ class CoordescRecorder:
             # Restore only what this recorder replaced: a wrapper installed after it (the
             # hook's launch-config predictor, hook/launch_configs.py) stays, and this one,
             # still below it, passes through from now on.
-            self._recording = False
+            self._token = None
             if cls.__dict__.get(name) is wrapper:
                 setattr(cls, name, orig)
         self._undo.append(undo)
 
     def _wrap_autotune(self, orig: Callable) -> Callable:
-        recorder = self
+        recorder, token = self, self._token
 
         def autotune(tuner, func, baseline_config, baseline_timing=None):
-            if not recorder._recording:
+            if recorder._token is not token:
                 return orig(tuner, func, baseline_config, baseline_timing)
             trials: list[dict] = []
 

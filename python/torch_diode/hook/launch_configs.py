@@ -12,12 +12,13 @@ process. For a kernel the table knows, the walk is replaced by two timings: the 
 config (the heuristics' config with the table's fields set, each within the limits the walk
 itself keeps: the tuner's tunable and unfrozen fields, `value_too_large` / `value_too_small`
 for this kernel's size hints and the GPU's warps, `is_valid_config`) and the heuristics'
-start; the faster is Inductor's winner. A table config that fails to compile or run makes
-that kernel walk as before, so a table can cost a compile two timings but never break it or
-make a kernel slower than its start. A predicted winner is not written to Inductor's
-autotune cache (the kernel's `save_cache_hook` is dropped): the next process predicts it
-again, and a run without the table never inherits it. Any other kernel, and every kernel
-while the hook is not installed in predict mode, walks as before.
+start; the faster is Inductor's winner (a table config equal to the start is the start,
+untimed). A table config that fails to compile or run makes that kernel walk as before, so
+a table can cost a compile two timings but never break it or make a kernel slower than its
+start. Inductor then treats the winner as coordinate descent's: compiled, marked
+`found_by_coordesc` and written to its autotune cache, so a later process on this machine
+loads it from there as it would a walked winner. Any other kernel, and every kernel while
+the hook is not installed in predict mode, walks as before.
 
 A kernel is known by (collect/coordesc.py's `kernel_features`, read the same way when the
 table's records were collected and here):
@@ -233,18 +234,24 @@ def install_tuner() -> bool:
             if cfg is None:
                 _count("tuned:no_entry" if hit is None else "tuned:entry_not_valid_here")
                 return orig(tuner, func, baseline_config, baseline_timing)
-            try:    # the table's config must compile and run here; the start is timed beside it
+            if cfg == baseline_config:     # the table says the start: nothing to time
+                _count(f"same_as_start:{hit[1]}")
+                return baseline_config
+            # The start, then the table's config (which must compile and run here), each timed
+            # once by Inductor's own benchmark; the faster is the winner. The start goes first
+            # so that a failing table config leaves its time to the walk.
+            t_base = baseline_timing
+            try:
+                if t_base is None:
+                    t_base = func(baseline_config)
                 t_cfg = func(cfg)
-                t_base = baseline_timing if baseline_timing is not None else func(baseline_config)
                 if not (math.isfinite(t_cfg) and math.isfinite(t_base)):
                     raise ValueError(f"timings {t_cfg}, {t_base}")
             except Exception as e:
                 log.debug("torch_diode: launch config of the table did not run: %s", e)
                 _count("tuned:entry_failed_here")
-                return orig(tuner, func, baseline_config, baseline_timing)
-            # Not Inductor's own tuning: keep it out of the autotune cache (the kernel's tuning
-            # is done, the hook is not called again for it).
-            autotuner.save_cache_hook = None
+                ok = t_base is not None and math.isfinite(t_base)
+                return orig(tuner, func, baseline_config, t_base if ok else baseline_timing)
             if t_cfg <= t_base:
                 _count(f"predicted:{hit[1]}")
                 return cfg

@@ -64,6 +64,7 @@ class Stats:
             # predict mode with a launch-config table (hook/launch_configs.py), per kernel that
             # coordinate descent would tune: "predicted:source" / "predicted:nearest" (the table's
             # config won its timing against the start), "start_faster:..." (the start kept),
+            # "same_as_start:..." (the table's config is the start: kept, untimed),
             # "tuned:no_entry" / "tuned:entry_not_valid_here" / "tuned:entry_failed_here" (walked)
             self.launch_configs: Counter[str] = Counter()
 
