@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -280,9 +281,10 @@ class GuardedServer final : public httplib::Server {
   // up; this grace covers that gap without letting a queue form. Not a
   // setting: it only needs to exceed a worker's bookkeeping after its last byte.
   static constexpr auto kWorkerGrace = std::chrono::milliseconds(100);
-  // The head reader's poll timeout while some connection waits for a worker
-  // (the retry interval), and otherwise.
-  static constexpr int kWaitingPollMs = 5;
+  // The head reader's poll timeout when no connection waits for a worker. While
+  // some do, it sleeps until the first one's grace ends, and a worker that
+  // gives its slot back wakes it (serve), so a waiting request is dispatched as
+  // soon as a worker is free, without polling in a loop.
   static constexpr int kIdlePollMs = 100;
 
   void wake() {
@@ -341,13 +343,17 @@ class GuardedServer final : public httplib::Server {
         incoming_.clear();
       }
       fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
-      bool any_waiting = false;
+      int timeout_ms = kIdlePollMs;
+      const auto before = Clock::now();
       for (const auto& c : conns) {
         // poll() ignores a negative fd: a connection waiting for a worker is not read any more.
         fds.push_back(pollfd{c.waiting_since ? -1 : c.fd, POLLIN, 0});
-        any_waiting = any_waiting || c.waiting_since.has_value();
+        if (c.waiting_since) {
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(*c.waiting_since + kWorkerGrace - before);
+          timeout_ms = std::clamp(static_cast<int>(left.count()), 0, timeout_ms);
+        }
       }
-      const int r = ::poll(fds.data(), fds.size(), any_waiting ? kWaitingPollMs : kIdlePollMs);
+      const int r = ::poll(fds.data(), fds.size(), timeout_ms);
       if (r < 0 && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       if (fds[0].revents & POLLIN) {
         uint64_t v;
@@ -457,6 +463,7 @@ class GuardedServer final : public httplib::Server {
     // kWorkerGrace for this slot. Nothing after this point blocks.
     active_.fetch_sub(1);
     open_.fetch_sub(1);
+    wake();  // a request waiting in the head reader for a worker takes this one now
     ::shutdown(sock, SHUT_WR);
     ::close(sock);
   }
