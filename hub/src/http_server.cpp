@@ -308,6 +308,12 @@ class GuardedServer final : public httplib::Server {
     open_.fetch_sub(1);
   }
 
+  // A parked connection whose request gets no worker: 503 busy, and it is no longer held.
+  void refuse_parked(int sock) {
+    refuse_busy(sock);
+    open_.fetch_sub(1);
+  }
+
   // On the accepting thread, for every accepted connection: hand it to the
   // head reader (or refuse it: max_connections open, or stopping).
   bool process_and_close_socket(socket_t sock) override {
@@ -369,8 +375,7 @@ class GuardedServer final : public httplib::Server {
           // once the grace has passed. The header deadline no longer applies.
           if (try_dispatch(c)) continue;
           if (now - *c.waiting_since >= kWorkerGrace) {
-            refuse_busy(c.fd);
-            open_.fetch_sub(1);
+            refuse_parked(c.fd);
             continue;
           }
           if (keep != i) conns[keep] = std::move(c);
@@ -397,8 +402,7 @@ class GuardedServer final : public httplib::Server {
         if (verdict == 1) {
           if (try_dispatch(c)) continue;
           if (!pool_) {  // stopping: no workers to wait for
-            refuse_busy(c.fd);
-            open_.fetch_sub(1);
+            refuse_parked(c.fd);
             continue;
           }
           c.waiting_since = now;
