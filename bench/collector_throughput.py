@@ -108,6 +108,15 @@ print("inductor_wall_s", time.perf_counter() - t0, flush=True)
 """
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The process and its compile workers (it leads its own session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def run_inductor(problem: dict, tmp: str, timeout: float) -> tuple[float, bool, dict | None]:
     out = os.path.join(tmp, "inductor.json")
     code = INDUCTOR_CHILD.format(py=os.path.join(ROOT, "python"), pj=json.dumps(problem), out=out)
@@ -117,8 +126,7 @@ def run_inductor(problem: dict, tmp: str, timeout: float) -> tuple[float, bool, 
         proc.wait(timeout=timeout)
         finished = proc.returncode == 0
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)  # the child and its compile workers
-        proc.wait()
+        _kill_group(proc)
         finished = False
     wall = time.perf_counter() - t0
     data = json.load(open(out)) if os.path.exists(out) else None
@@ -138,15 +146,6 @@ def arm_summary(specs: list[dict]) -> dict:
     return {"wall_s": sum(r["wall_s"] for r in specs), "problems": sum(r["problems"] for r in specs),
             "first_problem_median_s": median(firsts) if firsts else None,
             "other_problems_median_s": median(others) if others else None, "specs": specs}
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """The process and its compile workers (it leads its own session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def _read_reply(proc: subprocess.Popen, buf: bytearray, deadline: float) -> str | None:
